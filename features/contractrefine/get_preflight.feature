@@ -1,0 +1,49 @@
+# contractrefine-preflight.txt, "GET /v1/preflight/{preflight_id}".
+Feature: GET /v1/preflight/{preflight_id}
+  A stored decision is read back from the WAL, exactly as it was issued.
+
+  @req:contractrefine.preflight.get.returns-stored-decision @profile:contractrefine-preflight
+  Scenario Outline: A stored decision is returned verbatim
+    Given a ContractRefine host whose runtime.contract_refine.mode is "<mode>"
+    When the agent requests a preflight <request>
+    And the agent retrieves that preflight
+    Then the response status is 200
+    And the response is the decision that POST returned, verbatim
+
+    Examples:
+      | mode     | request                                          |
+      | advisory | for a plan that satisfies every contract         |
+      | enforce  | for a plan whose params lack provenance          |
+      | enforce  | whose plan step kind differs from the capability |
+
+  @req:contractrefine.preflight.get.empty-id-400 @profile:contractrefine-preflight
+  Scenario: An empty id segment is a bad request
+    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+    When the agent retrieves the preflight ""
+    Then the response status is 400
+
+  @req:contractrefine.preflight.get.unknown-id-404 @profile:contractrefine-preflight
+  Scenario: An id no frame carries is not found
+    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+    When the agent retrieves an unknown preflight id
+    Then the response status is 404
+
+  @req:contractrefine.preflight.get.disabled-503 @profile:contractrefine-preflight
+  Scenario: A disabled host refuses retrieval
+    Given a ContractRefine host whose runtime.contract_refine.mode is "disabled"
+    When the agent retrieves an unknown preflight id
+    Then the response status is 503
+
+  @req:contractrefine.preflight.get.emitter-unwired-503 @profile:contractrefine-preflight
+  Scenario: A host with no telemetry emitter wired refuses retrieval
+    Given a ContractRefine host in "advisory" mode with no telemetry emitter wired
+    When the agent retrieves an unknown preflight id
+    Then the response status is 503
+
+  @req:contractrefine.preflight.get.wal-read-error-500 @profile:contractrefine-preflight
+  Scenario: A WAL that cannot be read is a server error, not a miss
+    Given a ContractRefine host in "advisory" mode whose WAL reads fail
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent retrieves that preflight
+    Then the response status is 500
+    And the response carries no decision

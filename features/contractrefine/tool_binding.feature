@@ -1,0 +1,93 @@
+# contractrefine-preflight.txt, the /v1/tool binding column of the "Mode
+# ladder", the X-Autonomy-Preflight-Id header, and "Audit query".
+Feature: /v1/tool binding to a prior preflight
+  A tool call may name the preflight that cleared it. What a failed binding
+  does depends on the mode: nothing in disabled, an audit frame in advisory,
+  a denial in enforce.
+
+  @req:contractrefine.tool.disabled-ignores-header @profile:contractrefine-tool-binding
+  Scenario: Disabled mode ignores the header entirely
+    Given a ContractRefine host whose runtime.contract_refine.mode is "disabled"
+    And the WAL seam is enabled
+    When the agent calls tool "tool.echo" bound to an unknown preflight id
+    Then the response status is 200
+    And no WAL frame refers to that preflight id
+
+  @req:contractrefine.tool.advisory-binding-failure-deny-frame @profile:contractrefine-tool-binding
+  Scenario Outline: Advisory mode records a failed binding as a deny frame
+    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+    And the WAL seam is enabled
+    When the agent requests a preflight <request>
+    And the agent calls tool "<tool>" bound to that preflight
+    Then the WAL holds an autonomy.decision frame with outcome "deny" carrying that preflight's audit_id
+
+    Examples:
+      | request                                          | tool       |
+      | whose plan step kind differs from the capability | tool.echo  |
+      | for a plan that satisfies every contract         | tool.write |
+
+  @req:contractrefine.tool.advisory-continues-to-policy @profile:contractrefine-tool-binding
+  Scenario Outline: Advisory mode lets policy decide after a failed binding
+    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+    When the agent requests a preflight whose plan step kind differs from the capability
+    And the agent calls tool "<tool>" bound to that preflight
+    Then the response status is <status>
+
+    Examples:
+      | tool          | status |
+      | tool.echo     | 200    |
+      | tool.unlisted | 403    |
+
+  @req:contractrefine.tool.advisory-continues-to-policy @profile:contractrefine-tool-binding
+  Scenario: Advisory mode does not block a call naming an unknown preflight
+    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+    When the agent calls tool "tool.echo" bound to an unknown preflight id
+    Then the response status is 200
+
+  @req:contractrefine.tool.enforce-mismatch-denied @profile:contractrefine-tool-binding
+  Scenario Outline: Enforce mode denies a call its preflight does not bind
+    Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
+    When the agent requests a preflight <request>
+    And the agent calls tool "<tool>" bound to that preflight
+    Then the response status is 403
+    And the tool did not run
+
+    Examples:
+      | request                                          | tool       |
+      | whose plan step kind differs from the capability | tool.echo  |
+      | for a plan whose params lack provenance          | tool.echo  |
+      | for a plan that satisfies every contract         | tool.write |
+
+  @req:contractrefine.tool.enforce-mismatch-denied @profile:contractrefine-tool-binding
+  Scenario: Enforce mode denies a call naming an unknown preflight
+    Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
+    When the agent calls tool "tool.echo" bound to an unknown preflight id
+    Then the response status is 403
+    And the tool did not run
+
+  @req:contractrefine.tool.enforce-bound-call-allowed @profile:contractrefine-tool-binding
+  Scenario: Enforce mode runs a call bound to its passing preflight
+    Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent calls tool "tool.echo" bound to that preflight
+    Then the response status is 200
+    And the tool ran with the plan's params
+
+  @req:contractrefine.tool.enforce-policy-requires-preflight @profile:contractrefine-tool-binding
+  Scenario: A policy bundle that requires preflight denies an unbound call
+    Given a ContractRefine host in "enforce" mode whose policy bundle requires preflight for "tool.echo"
+    When the agent calls tool "tool.echo" without a preflight id
+    Then the response status is 403
+    And the tool did not run
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent calls tool "tool.echo" bound to that preflight
+    Then the response status is 200
+
+  @req:contractrefine.preflight.wal.audit-id-joins-tool-decision @profile:contractrefine-tool-binding
+  Scenario: The tool decision frame joins its preflight on audit_id
+    Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
+    And the WAL seam is enabled
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent calls tool "tool.echo" bound to that preflight
+    Then the response status is 200
+    And the WAL holds an autonomy.decision frame carrying that preflight's audit_id

@@ -1,0 +1,64 @@
+# contractrefine-preflight.txt, "WAL event" (the autonomy.preflight frame and
+# its attribute table) and "Audit query" (the audit_id join).
+Feature: The autonomy.preflight WAL frame
+  Every decision is written to the WAL once, with the attributes an auditor
+  needs and the full decision for verbatim reproduction.
+
+  Background:
+    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+    And the WAL seam is enabled
+
+  @req:contractrefine.preflight.wal.one-frame-per-decision @profile:contractrefine-preflight
+  Scenario Outline: One frame per decision
+    When the agent requests a preflight <request>
+    Then the response status is 200
+    And the WAL holds exactly one autonomy.preflight frame for that preflight
+
+    Examples:
+      | request                                          |
+      | for a plan that satisfies every contract         |
+      | for a plan whose params lack provenance          |
+      | whose plan step kind differs from the capability |
+      | without actor.session_id                         |
+
+  @req:contractrefine.preflight.wal.one-frame-per-decision @profile:contractrefine-preflight
+  Scenario: A refused request writes no frame
+    When a client posts a truncated preflight request to /v1/preflight
+    Then the response status is 400
+    And the WAL holds no autonomy.preflight frame for that request's plan hash
+
+  @req:contractrefine.preflight.wal.frame-attributes @req:contractrefine.preflight.post.reason-shape @profile:contractrefine-preflight
+  Scenario Outline: The frame carries the spec's attributes, typed, with the decision's values
+    When the agent requests a preflight <request>
+    Then the WAL frame of that preflight satisfies the schema "contractrefine/wal-frame.json"
+    And the WAL frame of that preflight carries the decision's preflight_id, audit_id, outcome, reason, policy_ref, lock_fingerprint and expires_at
+    And the WAL frame of that preflight carries the request's plan_hash and capability
+    And the WAL frame of that preflight has contract_results encoding the decision's contract_results
+    And the WAL frame of that preflight has repair_hints_count equal to the number of the decision's repair hints
+    And the WAL frame's reason has the shape "contract: <subreason>"
+
+    Examples:
+      | request                                          |
+      | for a plan that satisfies every contract         |
+      | for a plan whose params lack provenance          |
+      | whose plan step kind differs from the capability |
+
+  @req:contractrefine.preflight.wal.optional-attributes @profile:contractrefine-preflight
+  Scenario: Optional attributes are recorded when the request sets them
+    When the agent requests a passing preflight with zone "lab", environment "edge", node "node-7" and agent "agent-42"
+    Then the WAL frame of that preflight has "zone" = "lab"
+    And the WAL frame of that preflight has "environment" = "edge"
+    And the WAL frame of that preflight has "actor_node_id" = "node-7"
+    And the WAL frame of that preflight has "actor_agent_id" = "agent-42"
+
+  @req:contractrefine.preflight.wal.decision-json-verbatim @profile:contractrefine-preflight
+  Scenario Outline: decision_json is the decision POST returned and GET reproduces
+    When the agent requests a preflight <request>
+    Then the WAL frame's decision_json equals the decision that POST returned
+    When the agent retrieves that preflight
+    Then the response is the WAL frame's decision_json
+
+    Examples:
+      | request                                          |
+      | for a plan that satisfies every contract         |
+      | for a plan whose params lack provenance          |

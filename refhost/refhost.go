@@ -1,0 +1,187 @@
+// Package refhost assembles the reference host: it reads one configuration
+// document (a section per spec family, as schemas/host-config.json
+// describes), opens each configured family, and serves them on one HTTP
+// listener. Test seams are mounted only when the document sets "seams": true.
+package refhost
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/parley-conformance/parley/refhost/hostenv"
+)
+
+// Options says how to run the host.
+type Options struct {
+	// Config is the configuration document.
+	Config []byte
+	// DataDir holds durable state, one subdirectory per family. Empty means a
+	// fresh temporary directory that Close removes.
+	DataDir string
+	// Listen is the HTTP listen address; empty means 127.0.0.1:0.
+	Listen string
+	Logger *slog.Logger
+}
+
+// Host is a running reference host.
+type Host struct {
+	// URL is the base URL of the HTTP listener.
+	URL string
+
+	srv      *http.Server
+	families []family
+	tmpDir   string
+}
+
+// family is what every refhost family package provides.
+type family interface {
+	Handler() http.Handler
+	Seams() http.Handler
+	Close() error
+}
+
+// familySpec tells the assembler how to open a family and which paths it owns.
+type familySpec struct {
+	name     string
+	patterns []string
+	open     func(section json.RawMessage, env hostenv.Env) (family, error)
+}
+
+// decodeStrict reads a family section and refuses unknown fields, so that a
+// misspelt knob is an error at startup rather than a silently ignored line.
+func decodeStrict(section json.RawMessage, into any) error {
+	dec := json.NewDecoder(bytes.NewReader(section))
+	dec.DisallowUnknownFields()
+	return dec.Decode(into)
+}
+
+// Start opens the configured families and begins serving.
+func Start(opts Options) (*Host, error) {
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(opts.Config, &doc); err != nil || doc == nil {
+		return nil, fmt.Errorf("refhost: configuration must be a JSON object: %v", err)
+	}
+	seams := false
+	if raw, ok := doc["seams"]; ok {
+		if err := json.Unmarshal(raw, &seams); err != nil {
+			return nil, errors.New(`refhost: "seams" must be true or false`)
+		}
+		delete(doc, "seams")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	h := &Host{}
+	dataDir := opts.DataDir
+	if dataDir == "" {
+		d, err := os.MkdirTemp("", "parley-refhost-*")
+		if err != nil {
+			return nil, err
+		}
+		dataDir, h.tmpDir = d, d
+	}
+
+	names := make([]string, 0, len(doc))
+	for name := range doc {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	specs := map[string]familySpec{}
+	var known []string
+	for _, s := range familySpecs {
+		specs[s.name] = s
+		known = append(known, s.name)
+	}
+	mux := http.NewServeMux()
+	seamMux := http.NewServeMux()
+	for _, name := range names {
+		spec, ok := specs[name]
+		if !ok {
+			h.closeFamilies()
+			return nil, fmt.Errorf("refhost: unknown family %q in configuration (known: %s)", name, strings.Join(known, ", "))
+		}
+		dir := filepath.Join(dataDir, name)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			h.closeFamilies()
+			return nil, err
+		}
+		f, err := spec.open(doc[name], hostenv.Env{DataDir: dir, Logger: log.With("family", name)})
+		if err != nil {
+			h.closeFamilies()
+			return nil, fmt.Errorf("refhost: %s: %w", name, err)
+		}
+		h.families = append(h.families, f)
+		for _, p := range spec.patterns {
+			mux.Handle(p, f.Handler())
+		}
+		if seams {
+			seamMux.Handle("/conformance/seams/"+name+"/", f.Seams())
+		}
+	}
+	if seams {
+		mux.Handle("/conformance/seams/", seamMux)
+		log.Warn("test seams are enabled; never expose this host to untrusted callers")
+	}
+
+	addr := opts.Listen
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		h.closeFamilies()
+		return nil, err
+	}
+	h.URL = "http://" + ln.Addr().String()
+	h.srv = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := h.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http listener stopped", "err", err)
+		}
+	}()
+	log.Info("refhost listening", "url", h.URL, "families", strings.Join(names, ","), "seams", seams)
+	return h, nil
+}
+
+func (h *Host) closeFamilies() error {
+	var errs []error
+	for _, f := range h.families {
+		errs = append(errs, f.Close())
+	}
+	h.families = nil
+	return errors.Join(errs...)
+}
+
+// Close stops serving, closes every family and removes a temporary data dir.
+func (h *Host) Close() error {
+	var errs []error
+	if h.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		errs = append(errs, h.srv.Shutdown(ctx))
+		cancel()
+	}
+	errs = append(errs, h.closeFamilies())
+	if h.tmpDir != "" {
+		errs = append(errs, os.RemoveAll(h.tmpDir))
+	}
+	return errors.Join(errs...)
+}

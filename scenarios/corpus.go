@@ -1,0 +1,170 @@
+package scenarios
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+
+	gherkin "github.com/cucumber/gherkin/go/v42"
+	messages "github.com/cucumber/messages/go/v34"
+
+	"github.com/parley-conformance/parley/features"
+)
+
+// Tag prefixes that bind a scenario to the registry.
+const (
+	ReqTagPrefix     = "@req:"
+	ProfileTagPrefix = "@profile:"
+)
+
+// File is one feature file of the corpus.
+type File struct {
+	Name     string // <family>/<section>.feature
+	Contents []byte
+}
+
+// Scenario is one runnable scenario (a Gherkin pickle: an example row of an
+// outline counts as its own scenario).
+type Scenario struct {
+	URI     string
+	Name    string
+	Line    int64
+	Tags    []string
+	ReqIDs  []string
+	Profile string
+}
+
+// Corpus is the parsed feature set.
+type Corpus struct {
+	Files     []File
+	Scenarios []Scenario
+	digest    string
+}
+
+// LoadCorpus parses the embedded feature files.
+func LoadCorpus() (*Corpus, error) { return loadCorpus(features.FS) }
+
+func loadCorpus(fsys fs.FS) (*Corpus, error) {
+	names, err := fs.Glob(fsys, "*/*.feature")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	c := &Corpus{}
+	h := sha256.New()
+	for _, name := range names {
+		b, err := fs.ReadFile(fsys, name)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
+		h.Write(b)
+		c.Files = append(c.Files, File{Name: name, Contents: b})
+		ids := (&messages.Incrementing{}).NewId
+		doc, err := gherkin.ParseGherkinDocument(bytes.NewReader(b), ids)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		lines := scenarioLines(doc)
+		for _, p := range gherkin.Pickles(*doc, name, ids) {
+			s := Scenario{URI: name, Name: p.Name}
+			if len(p.AstNodeIds) > 0 {
+				s.Line = lines[p.AstNodeIds[len(p.AstNodeIds)-1]]
+				if s.Line == 0 {
+					s.Line = lines[p.AstNodeIds[0]]
+				}
+			}
+			for _, t := range p.Tags {
+				s.Tags = append(s.Tags, t.Name)
+				switch {
+				case strings.HasPrefix(t.Name, ReqTagPrefix):
+					s.ReqIDs = append(s.ReqIDs, strings.TrimPrefix(t.Name, ReqTagPrefix))
+				case strings.HasPrefix(t.Name, ProfileTagPrefix):
+					s.Profile = strings.TrimPrefix(t.Name, ProfileTagPrefix)
+				}
+			}
+			c.Scenarios = append(c.Scenarios, s)
+		}
+	}
+	c.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return c, nil
+}
+
+// scenarioLines maps the AST ids of scenarios and example rows to their line.
+func scenarioLines(doc *messages.GherkinDocument) map[string]int64 {
+	out := map[string]int64{}
+	add := func(sc *messages.Scenario) {
+		if sc == nil {
+			return
+		}
+		out[sc.Id] = sc.Location.Line
+		for _, ex := range sc.Examples {
+			for _, row := range ex.TableBody {
+				out[row.Id] = row.Location.Line
+			}
+		}
+	}
+	if doc.Feature == nil {
+		return out
+	}
+	for _, ch := range doc.Feature.Children {
+		add(ch.Scenario)
+		if ch.Rule != nil {
+			for _, rc := range ch.Rule.Children {
+				add(rc.Scenario)
+			}
+		}
+	}
+	return out
+}
+
+// Digest identifies the exact corpus; bundles carry it.
+func (c *Corpus) Digest() string { return c.digest }
+
+// Bind checks the corpus against the registry: every scenario names at least
+// one requirement and one profile, every tag names a live registry entry
+// whose profile matches, and every active MUST or SHOULD is witnessed by a
+// scenario or carries a rationale for why it cannot be.
+func Bind(r *Registry, c *Corpus) error {
+	var problems []string
+	witnessed := map[string]bool{}
+	for _, s := range c.Scenarios {
+		where := fmt.Sprintf("%s:%d %q", s.URI, s.Line, s.Name)
+		if len(s.ReqIDs) == 0 {
+			problems = append(problems, where+": no @req tag")
+		}
+		if s.Profile == "" {
+			problems = append(problems, where+": no @profile tag")
+		}
+		for _, id := range s.ReqIDs {
+			e, ok := r.Lookup(id)
+			switch {
+			case !ok:
+				problems = append(problems, where+": @req:"+id+" names no registry entry")
+			case e.Status == StatusRetired:
+				problems = append(problems, where+": @req:"+id+" is retired")
+			case e.Witness == WitnessUnwitnessable:
+				problems = append(problems, where+": @req:"+id+" is registered as unwitnessable")
+			case s.Profile != "" && e.Profile != s.Profile:
+				problems = append(problems, fmt.Sprintf("%s: @req:%s belongs to profile %s, the scenario says %s", where, id, e.Profile, s.Profile))
+			}
+			witnessed[id] = true
+		}
+	}
+	for _, e := range r.Entries {
+		if e.Status != StatusActive || witnessed[e.ID] || e.Witness == WitnessUnwitnessable {
+			continue
+		}
+		if e.Level == MUST || e.Level == SHOULD {
+			problems = append(problems, e.ID+": active "+e.Level+" with no scenario and no rationale")
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("corpus and registry disagree:\n  %s", strings.Join(problems, "\n  "))
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+// Package contractrefine binds the ContractRefine preflight features
+// (features/contractrefine) to a host's wire: POST and GET /v1/preflight,
+// POST /v1/tool, and the WAL read-back seam docs/host-interface.md describes.
+package contractrefine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/cucumber/godog"
+
+	"github.com/parley-conformance/parley/steps"
+)
+
+const family = "contractrefine"
+
+// Register binds every ContractRefine step phrase.
+func Register(sc *godog.ScenarioContext) {
+	registerHost(sc)
+	registerPreflight(sc)
+	registerWAL(sc)
+	registerTool(sc)
+}
+
+func configure(ctx context.Context, edit func(map[string]any)) error {
+	return steps.From(ctx).Configure(family, edit)
+}
+
+func registerHost(sc *godog.ScenarioContext) {
+	sc.Step(`^a ContractRefine host whose runtime\.contract_refine\.mode is unset$`, func(ctx context.Context) error {
+		return configure(ctx, func(m map[string]any) { delete(m, "mode") })
+	})
+	sc.Step(`^a ContractRefine host whose runtime\.contract_refine\.mode is "([^"]*)"$`, func(ctx context.Context, mode string) error {
+		return configure(ctx, func(m map[string]any) { m["mode"] = mode })
+	})
+	sc.Step(`^a ContractRefine host in "([^"]*)" mode with no contract verifier wired$`, func(ctx context.Context, mode string) error {
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["verifier"] = map[string]any{"wired": false}
+		})
+	})
+	sc.Step(`^a ContractRefine host in "([^"]*)" mode with no telemetry emitter wired$`, func(ctx context.Context, mode string) error {
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["emitter"] = "none"
+		})
+	})
+	sc.Step(`^a ContractRefine host in "([^"]*)" mode whose WAL (emit|reads?) fails?$`, func(ctx context.Context, mode, what string) error {
+		knob := "wal_emit"
+		if strings.HasPrefix(what, "read") {
+			knob = "wal_read"
+		}
+		// A fault is a seam: the host takes it only with seams on.
+		if err := steps.From(ctx).RequireSeams(); err != nil {
+			return err
+		}
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["faults"] = map[string]any{knob: "fail"}
+		})
+	})
+	sc.Step(`^a ContractRefine host in "([^"]*)" mode whose live lock fingerprint is "([^"]*)" and whose verifier was built with "([^"]*)"$`, func(ctx context.Context, mode, live, built string) error {
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["lock_fingerprint"] = live
+			m["verifier"] = map[string]any{"lock_fingerprint": built}
+		})
+	})
+	sc.Step(`^a ContractRefine host in "([^"]*)" mode whose policy bundle requires preflight for "([^"]*)"$`, func(ctx context.Context, mode, kind string) error {
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["policy"] = map[string]any{"requires_preflight": []string{kind}}
+		})
+	})
+	sc.Step(`^a ContractRefine host in "([^"]*)" mode allowing at most (\d+) repair attempts$`, func(ctx context.Context, mode string, n int) error {
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["max_repair_attempts"] = n
+		})
+	})
+	sc.Step(`^the WAL seam is enabled$`, func(ctx context.Context) error {
+		return steps.From(ctx).RequireSeams()
+	})
+	sc.Step(`^the host's startup log has a warning that names "([^"]*)"$`, func(ctx context.Context, value string) error {
+		w := steps.From(ctx)
+		h, err := w.Host(ctx)
+		if err != nil {
+			return err
+		}
+		lines, ok := h.Logs()
+		if !ok {
+			return w.Block("the target cannot read the host's log (use the refhost or exec target)")
+		}
+		for _, l := range lines {
+			if strings.Contains(l, value) && strings.Contains(strings.ToLower(l), "warn") {
+				return w.Assert(true, "")
+			}
+		}
+		return w.Assert(false, "no warning in the host's log names %q; the log has %d lines:\n%s", value, len(lines), strings.Join(tail(lines, 15), "\n"))
+	})
+}
+
+func tail(lines []string, n int) []string {
+	if len(lines) > n {
+		return lines[len(lines)-n:]
+	}
+	return lines
+}
+
+func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }

@@ -1,0 +1,306 @@
+package contractrefine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/cucumber/godog"
+	"github.com/google/uuid"
+
+	"github.com/parley-conformance/parley/steps"
+)
+
+// state is one scenario's ContractRefine memory.
+type state struct {
+	text      string         // the echo text of this scenario's plan; unique, so a tool result is attributable
+	request   map[string]any // the last preflight request sent
+	body      []byte         // its exact bytes
+	decisions []decision     // every 200 decision, in order
+	unknownID string         // a preflight id no host has issued
+}
+
+type decision struct {
+	raw []byte
+	doc map[string]any
+}
+
+func st(ctx context.Context) *state {
+	return steps.From(ctx).State(family, func() any {
+		return &state{text: "parley-" + uuid.NewString()}
+	}).(*state)
+}
+
+func (s *state) last() (decision, error) {
+	if len(s.decisions) == 0 {
+		return decision{}, errorf("scenario error: no preflight decision yet")
+	}
+	return s.decisions[len(s.decisions)-1], nil
+}
+
+func (d decision) str(path string) string {
+	v, _ := steps.Lookup(d.doc, path)
+	s, _ := v.(string)
+	return s
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// The suite's three reference requests (docs/host-interface.md): a plan that
+// satisfies every contract, the same plan without provenance (repairable),
+// and a plan whose step kind differs from the requested capability (deny).
+// Each gets its own session and plan hash so concurrent scenarios never share
+// a repair budget.
+func passingRequest(text string) map[string]any {
+	return map[string]any{
+		"intent": map[string]any{
+			"kind":        "mission.start",
+			"description": "parley conformance preflight",
+			"plan_hash":   "blake3:" + randomHex(32),
+		},
+		"actor":      map[string]any{"session_id": "parley-session-" + uuid.NewString()},
+		"capability": "tool.echo",
+		"plan": []any{map[string]any{
+			"kind":       "tool.echo",
+			"params":     map[string]any{"text": text},
+			"provenance": map[string]any{"text": map[string]any{"source": "operator"}},
+		}},
+		"context": map[string]any{
+			"zone":              "default",
+			"environment":       "edge",
+			"rollback_contract": "rb-prepared-1",
+			"expected_evidence": []any{"audit_id"},
+		},
+	}
+}
+
+func step0(req map[string]any) map[string]any {
+	return req["plan"].([]any)[0].(map[string]any)
+}
+
+var requestVariants = map[string]func(text string) map[string]any{
+	"for a plan that satisfies every contract": passingRequest,
+	"for a plan whose params lack provenance": func(text string) map[string]any {
+		r := passingRequest(text)
+		delete(step0(r), "provenance")
+		return r
+	},
+	"whose plan step kind differs from the capability": func(text string) map[string]any {
+		r := passingRequest(text)
+		step0(r)["kind"] = "tool.write"
+		return r
+	},
+	"without actor.session_id": func(text string) map[string]any {
+		r := passingRequest(text)
+		delete(r["actor"].(map[string]any), "session_id")
+		return r
+	},
+	"without intent.plan_hash": func(text string) map[string]any {
+		r := passingRequest(text)
+		delete(r["intent"].(map[string]any), "plan_hash")
+		return r
+	},
+}
+
+// post sends a preflight body and remembers a 200 decision.
+func post(ctx context.Context, req map[string]any, header http.Header) error {
+	w, s := steps.From(ctx), st(ctx)
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	s.request, s.body = req, b
+	return postRaw(ctx, b, header, w, s)
+}
+
+func postRaw(ctx context.Context, b []byte, header http.Header, w *steps.World, s *state) error {
+	r, err := w.Do(ctx, http.MethodPost, "/v1/preflight", b, header)
+	if err != nil {
+		return err
+	}
+	if r.Status == http.StatusOK {
+		if doc, err := r.JSON(); err == nil {
+			s.decisions = append(s.decisions, decision{raw: r.Body, doc: doc})
+		}
+	}
+	return nil
+}
+
+func jsonHeader() http.Header { return http.Header{"Content-Type": {"application/json"}} }
+
+var reasonShape = regexp.MustCompile(`^contract: [a-z][a-z0-9_]*$`)
+
+func registerPreflight(sc *godog.ScenarioContext) {
+	sc.Step(`^the agent requests a preflight (.+)$`, func(ctx context.Context, which string) error {
+		mk, ok := requestVariants[which]
+		if !ok {
+			return errorf("scenario error: no reference preflight request is described as %q", which)
+		}
+		return post(ctx, mk(st(ctx).text), jsonHeader())
+	})
+	sc.Step(`^the agent requests a passing preflight with zone "([^"]*)", environment "([^"]*)", node "([^"]*)" and agent "([^"]*)"$`, func(ctx context.Context, zone, env, node, agent string) error {
+		r := passingRequest(st(ctx).text)
+		r["context"].(map[string]any)["zone"] = zone
+		r["context"].(map[string]any)["environment"] = env
+		r["actor"].(map[string]any)["node_id"] = node
+		r["actor"].(map[string]any)["agent_id"] = agent
+		return post(ctx, r, jsonHeader())
+	})
+	sc.Step(`^the agent sends a passing preflight request with no request headers$`, func(ctx context.Context) error {
+		return post(ctx, passingRequest(st(ctx).text), nil)
+	})
+	sc.Step(`^the agent sends that preflight request again$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		if s.body == nil {
+			return errorf("scenario error: no preflight request sent yet")
+		}
+		return postRaw(ctx, s.body, jsonHeader(), w, s)
+	})
+	sc.Step(`^the agent requests the same repairable preflight under another session$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if s.request == nil {
+			return errorf("scenario error: no preflight request sent yet")
+		}
+		var r map[string]any
+		_ = json.Unmarshal(s.body, &r)
+		r["actor"].(map[string]any)["session_id"] = "parley-session-" + uuid.NewString()
+		return post(ctx, r, jsonHeader())
+	})
+	sc.Step(`^a client posts (no body|an empty body|a truncated preflight request|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
+		w, s := steps.From(ctx), st(ctx)
+		var b []byte
+		switch what {
+		case "no body":
+		case "an empty body":
+			b = []byte{}
+		case "a truncated preflight request":
+			req := passingRequest(s.text)
+			full, _ := json.Marshal(req)
+			s.request = req
+			b = full[:len(full)/2]
+		default:
+			b = []byte(literal)
+		}
+		_, err := w.Do(ctx, http.MethodPost, "/v1/preflight", b, jsonHeader())
+		return err
+	})
+
+	sc.Step(`^the response carries no decision$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		doc, jerr := r.JSON()
+		if jerr != nil {
+			return w.Assert(true, "")
+		}
+		for _, k := range []string{"preflight_id", "outcome", "execution_eligibility", "decision"} {
+			if _, ok := doc[k]; ok {
+				return w.Assert(false, "expected no decision, but the body has %q: %s", k, r)
+			}
+		}
+		return w.Assert(true, "")
+	})
+	sc.Step(`^the response field "([^"]*)" is not "([^"]*)"$`, func(ctx context.Context, path, not string) error {
+		w := steps.From(ctx)
+		v, ok, err := w.Field(path)
+		if err != nil {
+			return err
+		}
+		r, _ := w.LastResponse()
+		return w.Assert(ok && steps.Text(v) != not, "expected %s present and not %q: %s", path, not, r)
+	})
+	sc.Step(`^the decision carries at least one repair hint$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		v, ok, err := w.Field("repair_hints")
+		if err != nil {
+			return err
+		}
+		hints, isList := v.([]any)
+		r, _ := w.LastResponse()
+		return w.Assert(ok && isList && len(hints) > 0, "expected a non-empty repair_hints list: %s", r)
+	})
+	sc.Step(`^the repair hints equal the first decision's$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		if len(s.decisions) < 2 {
+			return w.Assert(false, "expected two decisions, have %d", len(s.decisions))
+		}
+		first, _ := json.Marshal(s.decisions[0].doc["repair_hints"])
+		last, _ := json.Marshal(s.decisions[len(s.decisions)-1].doc["repair_hints"])
+		return w.Assert(steps.JSONEqual(first, last), "repair hints differ for the same plan:\nfirst: %s\nlater: %s", first, last)
+	})
+	sc.Step(`^every decision so far has a distinct "([^"]*)"$`, func(ctx context.Context, field string) error {
+		w, s := steps.From(ctx), st(ctx)
+		seen := map[string]bool{}
+		for _, d := range s.decisions {
+			v := d.str(field)
+			if err := w.Assert(v != "" && !seen[v], "decision %s repeats or lacks %s %q", d.str("preflight_id"), field, v); err != nil {
+				return err
+			}
+			seen[v] = true
+		}
+		return w.Assert(len(s.decisions) >= 2, "expected at least two decisions, have %d", len(s.decisions))
+	})
+	sc.Step(`^the decision's reason has the shape "contract: <subreason>"$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		reason, err := w.StringField("reason")
+		if err != nil {
+			return err
+		}
+		return w.Assert(reasonShape.MatchString(reason), "reason %q does not have the shape contract: <subreason>", reason)
+	})
+	sc.Step(`^the response field "([^"]*)" is an RFC 3339 time in the future$`, func(ctx context.Context, path string) error {
+		w := steps.From(ctx)
+		v, err := w.StringField(path)
+		if err != nil {
+			return err
+		}
+		t, perr := time.Parse(time.RFC3339Nano, v)
+		if err := w.Assert(perr == nil, "%s = %q is not an RFC 3339 time: %v", path, v, perr); err != nil {
+			return err
+		}
+		// Allow a little clock skew between suite and host.
+		return w.Assert(t.After(time.Now().Add(-5*time.Second)), "%s = %s is not in the future", path, v)
+	})
+
+	sc.Step(`^the agent retrieves that preflight$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		d, err := s.last()
+		if err != nil {
+			return err
+		}
+		_, err = w.Do(ctx, http.MethodGet, "/v1/preflight/"+d.str("preflight_id"), nil, nil)
+		return err
+	})
+	sc.Step(`^the agent retrieves the preflight "([^"]*)"$`, func(ctx context.Context, id string) error {
+		_, err := steps.From(ctx).Do(ctx, http.MethodGet, "/v1/preflight/"+id, nil, nil)
+		return err
+	})
+	sc.Step(`^the agent retrieves an unknown preflight id$`, func(ctx context.Context) error {
+		_, err := steps.From(ctx).Do(ctx, http.MethodGet, "/v1/preflight/"+uuid.NewString(), nil, nil)
+		return err
+	})
+	sc.Step(`^the response is the decision that POST returned, verbatim$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		if len(s.decisions) == 0 {
+			return errorf("scenario error: no decision to compare with")
+		}
+		// The GET answer is the last recorded exchange, the POST decision the
+		// one before it (GET 200s are not decisions and are not recorded).
+		d := s.decisions[len(s.decisions)-1]
+		return w.Assert(steps.JSONEqual(r.Body, d.raw), "GET returned another decision:\nPOST: %s\nGET:  %s", d.raw, r.Body)
+	})
+}

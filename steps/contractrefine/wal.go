@@ -1,0 +1,247 @@
+package contractrefine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/cucumber/godog"
+
+	"github.com/parley-conformance/parley/steps"
+)
+
+// walSeam is the read-back seam a host exposes when started with seams on
+// (docs/host-interface.md): frames in file order, filtered by kind and by
+// attribute values.
+const walSeam = "/conformance/seams/contractrefine/wal"
+
+type frame struct {
+	Kind  string                     `json:"kind"`
+	Attrs map[string]json.RawMessage `json:"attrs"`
+	raw   []byte
+}
+
+func (f frame) attr(name string) (string, bool) {
+	raw, ok := f.Attrs[name]
+	if !ok {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	return string(raw), true
+}
+
+// frames reads WAL frames through the seam. The read is itself an exchange
+// with the host, under the same deadline and size limit, but it is not
+// recorded as the scenario's last response.
+func frames(ctx context.Context, kind string, attrs map[string]string) ([]frame, error) {
+	w := steps.From(ctx)
+	h, err := w.Host(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !h.Config.Seams() {
+		return nil, errorf("scenario error: reading the WAL needs \"the WAL seam is enabled\" among the Given steps")
+	}
+	q := url.Values{}
+	if kind != "" {
+		q.Set("kind", kind)
+	}
+	for k, v := range attrs {
+		q.Set("attr."+k, v)
+	}
+	r, err := w.Fetch(ctx, http.MethodGet, walSeam+"?"+q.Encode(), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if r.Status == http.StatusNotFound {
+		return nil, w.Block("the host has no WAL read-back seam at " + walSeam)
+	}
+	if r.Status != http.StatusOK {
+		return nil, fmt.Errorf("the WAL seam answered %d: %s", r.Status, r)
+	}
+	var body struct {
+		Frames []json.RawMessage `json:"frames"`
+	}
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		return nil, fmt.Errorf("the WAL seam's answer is not {\"frames\": [...]}: %v", err)
+	}
+	out := make([]frame, 0, len(body.Frames))
+	for _, raw := range body.Frames {
+		var f frame
+		if err := json.Unmarshal(raw, &f); err != nil {
+			return nil, fmt.Errorf("a WAL frame is not an object with kind and attrs: %v", err)
+		}
+		f.raw = raw
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// preflightFrame returns the one autonomy.preflight frame of the last decision.
+func preflightFrame(ctx context.Context) (frame, decision, error) {
+	w := steps.From(ctx)
+	d, err := st(ctx).last()
+	if err != nil {
+		return frame{}, d, err
+	}
+	fs, err := frames(ctx, "autonomy.preflight", map[string]string{"preflight_id": d.str("preflight_id")})
+	if err != nil {
+		return frame{}, d, err
+	}
+	if err := w.Assert(len(fs) >= 1, "no autonomy.preflight frame has preflight_id %s", d.str("preflight_id")); err != nil {
+		return frame{}, d, err
+	}
+	return fs[0], d, nil
+}
+
+func registerWAL(sc *godog.ScenarioContext) {
+	sc.Step(`^the WAL holds exactly one autonomy\.preflight frame for that preflight$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		d, err := st(ctx).last()
+		if err != nil {
+			return err
+		}
+		fs, err := frames(ctx, "autonomy.preflight", map[string]string{"preflight_id": d.str("preflight_id")})
+		if err != nil {
+			return err
+		}
+		return w.Assert(len(fs) == 1, "expected exactly one autonomy.preflight frame for %s, found %d", d.str("preflight_id"), len(fs))
+	})
+	sc.Step(`^the WAL holds no autonomy\.preflight frame for that request's plan hash$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		if s.request == nil {
+			return errorf("scenario error: no request recorded")
+		}
+		ph, _ := steps.Lookup(s.request, "intent.plan_hash")
+		fs, err := frames(ctx, "autonomy.preflight", map[string]string{"plan_hash": steps.Text(ph)})
+		if err != nil {
+			return err
+		}
+		if len(fs) > 0 {
+			return w.Assert(false, "a refused request left %d autonomy.preflight frame(s): %s", len(fs), fs[0].raw)
+		}
+		return w.Assert(true, "")
+	})
+	sc.Step(`^the WAL frame of that preflight satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
+		f, _, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		return steps.From(ctx).ExpectSchema(name, f.raw)
+	})
+	sc.Step(`^the WAL frame of that preflight carries the decision's (.+)$`, func(ctx context.Context, list string) error {
+		w := steps.From(ctx)
+		f, d, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		for _, name := range splitList(list) {
+			path := name
+			if name == "expires_at" {
+				path = "execution_eligibility.expires_at"
+			}
+			want, _ := steps.Lookup(d.doc, path)
+			got, ok := f.attr(name)
+			if err := w.Assert(ok && got == steps.Text(want), "frame attribute %s = %q (present: %v), the decision says %q", name, got, ok, steps.Text(want)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the WAL frame of that preflight carries the request's plan_hash and capability$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		f, _, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		req := st(ctx).request
+		for attr, path := range map[string]string{"plan_hash": "intent.plan_hash", "capability": "capability"} {
+			want, _ := steps.Lookup(req, path)
+			got, ok := f.attr(attr)
+			if err := w.Assert(ok && got == steps.Text(want), "frame attribute %s = %q (present: %v), the request sent %q", attr, got, ok, steps.Text(want)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the WAL frame of that preflight has contract_results encoding the decision's contract_results$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		f, d, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		enc, ok := f.attr("contract_results")
+		want, _ := json.Marshal(d.doc["contract_results"])
+		return w.Assert(ok && steps.JSONEqual([]byte(enc), want), "frame contract_results %q does not encode the decision's %s", enc, want)
+	})
+	sc.Step(`^the WAL frame of that preflight has repair_hints_count equal to the number of the decision's repair hints$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		f, d, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		hints, _ := d.doc["repair_hints"].([]any)
+		raw, ok := f.Attrs["repair_hints_count"]
+		var n int
+		isInt := ok && json.Unmarshal(raw, &n) == nil
+		return w.Assert(isInt && n == len(hints), "frame repair_hints_count = %s, the decision has %d hints", raw, len(hints))
+	})
+	sc.Step(`^the WAL frame's reason has the shape "contract: <subreason>"$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		f, _, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		reason, _ := f.attr("reason")
+		return w.Assert(reasonShape.MatchString(reason), "frame reason %q does not have the shape contract: <subreason>", reason)
+	})
+	sc.Step(`^the WAL frame of that preflight has "([^"]*)" = "([^"]*)"$`, func(ctx context.Context, name, want string) error {
+		w := steps.From(ctx)
+		f, _, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		got, ok := f.attr(name)
+		return w.Assert(ok && got == want, "frame attribute %s = %q (present: %v), want %q", name, got, ok, want)
+	})
+	sc.Step(`^the WAL frame's decision_json equals the decision that POST returned$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		f, d, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		dj, _ := f.attr("decision_json")
+		return w.Assert(steps.JSONEqual([]byte(dj), d.raw), "decision_json differs from the decision:\nframe: %s\nPOST:  %s", dj, d.raw)
+	})
+	sc.Step(`^the response is the WAL frame's decision_json$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		f, _, err := preflightFrame(ctx)
+		if err != nil {
+			return err
+		}
+		dj, _ := f.attr("decision_json")
+		return w.Assert(steps.JSONEqual([]byte(dj), r.Body), "GET differs from the frame's decision_json:\nframe: %s\nGET:   %s", dj, r.Body)
+	})
+}
+
+// splitList reads "a, b, c and d".
+func splitList(s string) []string {
+	s = strings.ReplaceAll(s, " and ", ", ")
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

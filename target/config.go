@@ -1,0 +1,117 @@
+// Package target gives the suite a host configured the way a scenario needs.
+// A scenario states a configuration (a JSON document, one section per spec
+// family); a target turns it into a running host's addresses: the bundled
+// refhost in-process, a command the implementer supplies (exec), or a host
+// that is already running (url). Hosts are cached by configuration digest so
+// that one restarts only when a scenario needs a different configuration.
+package target
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Config is a host configuration document:
+//
+//	{"seams": true, "contractrefine": {"mode": "enforce"}}
+//
+// Its canonical form (sorted keys, no insignificant space) is what targets
+// receive and what its digest covers. The schema is schemas/host-config.json.
+type Config struct {
+	canon []byte
+	doc   map[string]any
+}
+
+// NewConfig builds a configuration from family sections (any JSON-encodable
+// values) and whether the host must expose its test seams.
+func NewConfig(families map[string]any, seams bool) (Config, error) {
+	doc := map[string]any{}
+	for k, v := range families {
+		doc[k] = v
+	}
+	if seams {
+		doc["seams"] = true
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return Config{}, err
+	}
+	return ParseConfig(b)
+}
+
+// ParseConfig reads a configuration document and canonicalizes it.
+func ParseConfig(b []byte) (Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		return Config{}, fmt.Errorf("host configuration: %w", err)
+	}
+	if doc == nil {
+		return Config{}, errors.New("host configuration: must be a JSON object")
+	}
+	if s, ok := doc["seams"]; ok {
+		if _, isBool := s.(bool); !isBool {
+			return Config{}, errors.New(`host configuration: "seams" must be true or false`)
+		}
+	}
+	// encoding/json writes map keys sorted, which makes this canonical.
+	canon, err := json.Marshal(doc)
+	if err != nil {
+		return Config{}, err
+	}
+	return Config{canon: canon, doc: doc}, nil
+}
+
+// JSON returns the canonical document.
+func (c Config) JSON() []byte { return append([]byte(nil), c.canon...) }
+
+// Digest identifies the configuration.
+func (c Config) Digest() string {
+	sum := sha256.Sum256(c.canon)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Seams reports whether the configuration asks for the test seams.
+func (c Config) Seams() bool { s, _ := c.doc["seams"].(bool); return s }
+
+// Families returns the family names the configuration has sections for.
+func (c Config) Families() []string {
+	var out []string
+	for k := range c.doc {
+		if k != "seams" {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Section returns one family's section as JSON, or nil.
+func (c Config) Section(family string) json.RawMessage {
+	v, ok := c.doc[family]
+	if !ok {
+		return nil
+	}
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// Satisfies reports whether a host running c can serve a scenario that asks
+// for want: every family want names has an identical section here, and the
+// seams are there if want needs them. Sections want does not name are the
+// host's own business.
+func (c Config) Satisfies(want Config) bool {
+	if want.Seams() && !c.Seams() {
+		return false
+	}
+	for _, f := range want.Families() {
+		if !bytes.Equal(c.Section(f), want.Section(f)) {
+			return false
+		}
+	}
+	return true
+}

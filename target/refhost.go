@@ -1,0 +1,76 @@
+package target
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"os"
+	"runtime/debug"
+
+	"github.com/parley-conformance/parley/refhost"
+)
+
+// Refhost runs the bundled reference host in-process, one instance per
+// distinct configuration, each with its own temporary data directory.
+type Refhost struct{ p pool }
+
+// NewRefhost returns the default target.
+func NewRefhost() *Refhost {
+	t := &Refhost{}
+	t.p.start = func(_ context.Context, cfg Config) (*Host, func() error, error) {
+		logs := &lineLog{}
+		h, err := refhost.Start(refhost.Options{
+			Config: cfg.JSON(),
+			Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		return &Host{HTTP: h.URL, Config: cfg, logs: logs.snapshot}, h.Close, nil
+	}
+	return t
+}
+
+func (t *Refhost) Kind() string { return "refhost" }
+
+func (t *Refhost) Acquire(ctx context.Context, cfg Config) (*Host, error) {
+	return t.p.acquire(ctx, cfg)
+}
+
+func (t *Refhost) Configurations() []Config { return t.p.configurations() }
+
+// Subject is the executable that carries the reference host, with the VCS
+// revision it was built from when the build recorded one.
+func (t *Refhost) Subject() Subject {
+	s := Subject{Name: "parley-refhost", Digest: map[string]string{}}
+	if exe, err := os.Executable(); err == nil {
+		if d, err := fileSHA256(exe); err == nil {
+			s.Digest["sha256"] = d
+		}
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, kv := range bi.Settings {
+			if kv.Key == "vcs.revision" {
+				s.Digest["gitCommit"] = kv.Value
+			}
+		}
+	}
+	return s
+}
+
+func (t *Refhost) Close() error { return t.p.close() }
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,170 @@
+package target
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// ErrUnsatisfiable marks a configuration the target cannot take. Scenarios
+// that need it are blocked, not failed: the host was never asked.
+var ErrUnsatisfiable = errors.New("the target cannot take this configuration")
+
+// Host is a running host as the suite reaches it.
+type Host struct {
+	// HTTP is the base URL of the host's HTTP surfaces (no trailing slash).
+	HTTP string
+	// AGTP is the host:port of its AGTP/1.0 listener, when it has one.
+	AGTP string
+	// Config is the configuration the host runs with.
+	Config Config
+	logs   func() []string
+}
+
+// Logs returns what the host has logged since it started, when the target
+// can see it (the refhost and exec targets can; a url target cannot).
+func (h *Host) Logs() ([]string, bool) {
+	if h.logs == nil {
+		return nil, false
+	}
+	return h.logs(), true
+}
+
+// Subject names the host build an evidence bundle certifies.
+type Subject struct {
+	Name   string
+	Digest map[string]string
+	Note   string
+}
+
+// Target hands out hosts.
+type Target interface {
+	// Kind is refhost, exec or url.
+	Kind() string
+	// Acquire returns a host running cfg, starting one if needed. It is safe
+	// for concurrent use; concurrent callers with one configuration share a host.
+	Acquire(ctx context.Context, cfg Config) (*Host, error)
+	// Configurations lists what was acquired, for the evidence bundle.
+	Configurations() []Config
+	Subject() Subject
+	Close() error
+}
+
+// pool caches hosts by configuration digest and starts each at most once,
+// even when many scenarios ask for it at the same moment.
+type pool struct {
+	start func(ctx context.Context, cfg Config) (*Host, func() error, error)
+
+	mu      sync.Mutex
+	entries map[string]*poolEntry
+	order   []Config
+}
+
+type poolEntry struct {
+	ready chan struct{}
+	host  *Host
+	stop  func() error
+	err   error
+}
+
+func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
+	key := cfg.Digest()
+	p.mu.Lock()
+	if p.entries == nil {
+		p.entries = map[string]*poolEntry{}
+	}
+	e, ok := p.entries[key]
+	if !ok {
+		e = &poolEntry{ready: make(chan struct{})}
+		p.entries[key] = e
+		p.order = append(p.order, cfg)
+		p.mu.Unlock()
+		e.host, e.stop, e.err = p.start(ctx, cfg)
+		close(e.ready)
+	} else {
+		p.mu.Unlock()
+	}
+	select {
+	case <-e.ready:
+		return e.host, e.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (p *pool) configurations() []Config {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Config
+	for _, c := range p.order {
+		if e := p.entries[c.Digest()]; e != nil {
+			select {
+			case <-e.ready:
+				if e.err == nil {
+					out = append(out, c)
+				}
+			default:
+			}
+		}
+	}
+	return out
+}
+
+func (p *pool) close() error {
+	p.mu.Lock()
+	entries := p.entries
+	p.entries = nil
+	p.order = nil
+	p.mu.Unlock()
+	var errs []error
+	for _, e := range entries {
+		<-e.ready
+		if e.stop != nil {
+			errs = append(errs, e.stop())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// lineLog keeps the most recent lines a host wrote, bounded so that a noisy
+// host cannot exhaust the suite's memory.
+type lineLog struct {
+	mu    sync.Mutex
+	lines []string
+	part  []byte
+}
+
+const maxLogLines = 5000
+
+func (l *lineLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, b := range p {
+		if b == '\n' {
+			l.add(string(l.part))
+			l.part = l.part[:0]
+			continue
+		}
+		if len(l.part) < 64<<10 {
+			l.part = append(l.part, b)
+		}
+	}
+	return len(p), nil
+}
+
+func (l *lineLog) add(s string) {
+	l.lines = append(l.lines, s)
+	if len(l.lines) > maxLogLines {
+		l.lines = append([]string(nil), l.lines[len(l.lines)-maxLogLines:]...)
+	}
+}
+
+func (l *lineLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := append([]string(nil), l.lines...)
+	if len(l.part) > 0 {
+		out = append(out, string(l.part))
+	}
+	return out
+}

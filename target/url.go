@@ -1,0 +1,43 @@
+package target
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+)
+
+// URL is a host that is already running with a configuration it declares.
+// Scenarios that need another configuration are blocked: the suite cannot
+// reconfigure a host it does not run.
+type URL struct {
+	HTTP     string
+	AGTP     string
+	Declared Config
+}
+
+func (t *URL) Kind() string { return "url" }
+
+func (t *URL) Acquire(_ context.Context, cfg Config) (*Host, error) {
+	if !t.Declared.Satisfies(cfg) {
+		return nil, fmt.Errorf("%w: the host declares configuration %s, this scenario needs %s", ErrUnsatisfiable, t.Declared.JSON(), cfg.JSON())
+	}
+	return &Host{HTTP: strings.TrimSuffix(t.HTTP, "/"), AGTP: t.AGTP, Config: t.Declared}, nil
+}
+
+func (t *URL) Configurations() []Config { return []Config{t.Declared} }
+
+// Subject names the host by its address; the implementer should name the
+// build explicitly with --subject, since an address proves nothing.
+func (t *URL) Subject() Subject {
+	id := t.HTTP + " " + t.AGTP
+	sum := sha256.Sum256([]byte(id))
+	return Subject{
+		Name:   strings.TrimSpace(id),
+		Digest: map[string]string{"sha256": hex.EncodeToString(sum[:])},
+		Note:   "digest of the host address, not of a build; name the build with --subject",
+	}
+}
+
+func (t *URL) Close() error { return nil }
