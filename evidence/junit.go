@@ -1,0 +1,117 @@
+package evidence
+
+import (
+	"encoding/xml"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/parley-conformance/parley/steps"
+)
+
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Name     string       `xml:"name,attr"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name      string      `xml:"name,attr"`
+	Tests     int         `xml:"tests,attr"`
+	Failures  int         `xml:"failures,attr"`
+	Errors    int         `xml:"errors,attr"`
+	Skipped   int         `xml:"skipped,attr"`
+	Timestamp string      `xml:"timestamp,attr"`
+	Cases     []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	Failure   *junitMessage `xml:"failure,omitempty"`
+	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+type junitMessage struct {
+	Message string `xml:"message,attr"`
+	Type    string `xml:"type,attr,omitempty"`
+	Body    string `xml:",chardata"`
+}
+
+// WriteJUnit writes one test case per requirement, named by its id and
+// grouped by family, so CI dashboards show requirement ids. Under strict a
+// blocked requirement is an error; otherwise it is reported skipped.
+func WriteJUnit(w io.Writer, st Statement) error {
+	p := st.Predicate
+	byFamily := map[string]*junitSuite{}
+	all := junitSuites{Name: "parley " + st.Subject[0].Name}
+	for _, r := range p.Requirements {
+		fam, _, _ := strings.Cut(r.ID, ".")
+		s := byFamily[fam]
+		if s == nil {
+			s = &junitSuite{Name: fam, Timestamp: p.StartedAt.Format("2006-01-02T15:04:05")}
+			byFamily[fam] = s
+		}
+		c := junitCase{Name: r.ID, Classname: fam}
+		var out strings.Builder
+		for _, sc := range r.Scenarios {
+			fmt.Fprintf(&out, "%-13s %s:%d %s (%d assertions)\n", sc.Result, sc.URI, sc.Line, sc.Name, sc.Assertions)
+			if sc.Detail != "" {
+				fmt.Fprintf(&out, "    %s\n", sc.Detail)
+			}
+		}
+		c.SystemOut = out.String()
+		msg := &junitMessage{Message: r.Result + ": " + firstLine(r.Detail), Type: r.Result, Body: r.Detail}
+		switch {
+		case r.Result == steps.ExecutedFail:
+			c.Failure = msg
+			s.Failures++
+		case r.Result == steps.Blocked && p.Strict:
+			c.Error = msg
+			s.Errors++
+		case r.Result != steps.ExecutedPass:
+			c.Skipped = msg
+			s.Skipped++
+		}
+		s.Tests++
+		s.Cases = append(s.Cases, c)
+	}
+	names := make([]string, 0, len(byFamily))
+	for n := range byFamily {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		s := byFamily[n]
+		all.Tests += s.Tests
+		all.Failures += s.Failures
+		all.Errors += s.Errors
+		all.Skipped += s.Skipped
+		all.Suites = append(all.Suites, *s)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(all); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

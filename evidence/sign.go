@@ -1,0 +1,150 @@
+package evidence
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+)
+
+// KeyID names a public key: the SHA-256 of its PKIX encoding.
+func KeyID(pub ed25519.PublicKey) string {
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	sum := sha256.Sum256(der)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+type signer struct{ key ed25519.PrivateKey }
+
+func (s signer) Sign(_ context.Context, data []byte) ([]byte, error) {
+	return ed25519.Sign(s.key, data), nil
+}
+func (s signer) KeyID() (string, error) { return KeyID(s.key.Public().(ed25519.PublicKey)), nil }
+
+type verifier struct{ key ed25519.PublicKey }
+
+func (v verifier) Verify(_ context.Context, data, sig []byte) error {
+	if !ed25519.Verify(v.key, data, sig) {
+		return errors.New("ed25519: signature does not verify")
+	}
+	return nil
+}
+func (v verifier) KeyID() (string, error) { return KeyID(v.key), nil }
+func (v verifier) Public() crypto.PublicKey { return v.key }
+
+// Sign serializes the statement and wraps it in a DSSE envelope. The
+// envelope's bytes are canonical (compact JSON and one newline), so that
+// verification can refuse any byte that differs.
+func Sign(st Statement, key ed25519.PrivateKey) ([]byte, error) {
+	payload, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	es, err := dsse.NewEnvelopeSigner(signer{key})
+	if err != nil {
+		return nil, err
+	}
+	env, err := es.SignPayload(context.Background(), PayloadType, payload)
+	if err != nil {
+		return nil, err
+	}
+	return encodeEnvelope(env)
+}
+
+func encodeEnvelope(env *dsse.Envelope) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(env); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// GenerateKey makes a new ed25519 key pair.
+func GenerateKey() (ed25519.PublicKey, ed25519.PrivateKey, error) {
+	return ed25519.GenerateKey(rand.Reader)
+}
+
+// WriteKeyPair writes the private key (PKCS #8 PEM, mode 0600) and the public
+// key (PKIX PEM, mode 0644). It refuses to overwrite either.
+func WriteKeyPair(privPath, pubPath string, pub ed25519.PublicKey, priv ed25519.PrivateKey) error {
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return err
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	if err := writeNew(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		return err
+	}
+	return writeNew(pubPath, EncodePublicKey(pubDER), 0o644)
+}
+
+// EncodePublicKey PEM-encodes a PKIX public key.
+func EncodePublicKey(pkixDER []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pkixDER})
+}
+
+func writeNew(path string, b []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// ReadPrivateKey reads a PKCS #8 PEM ed25519 private key.
+func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("%s: not a PEM \"PRIVATE KEY\" (make one with `parley keygen`)", path)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	ek, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an ed25519 key", path)
+	}
+	return ek, nil
+}
+
+// ParsePublicKey reads a PKIX PEM ed25519 public key.
+func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != "PUBLIC KEY" {
+		return nil, errors.New("not a PEM \"PUBLIC KEY\"")
+	}
+	k, err := x509.ParsePKIXPublicKey(blk.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	ek, ok := k.(ed25519.PublicKey)
+	if !ok {
+		return nil, errors.New("not an ed25519 public key")
+	}
+	return ek, nil
+}

@@ -1,0 +1,204 @@
+// Package evidence builds, signs, verifies and renders the evidence bundle:
+// an in-toto Statement v1 whose predicate lists, requirement by requirement,
+// what the host did, wrapped in a DSSE envelope signed with ed25519.
+package evidence
+
+import (
+	"encoding/json"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
+)
+
+// Identifiers of what a bundle contains.
+const (
+	StatementType = "https://in-toto.io/Statement/v1"
+	PredicateType = "https://parley.dev/evidence/v1"
+	PayloadType   = "application/vnd.in-toto+json"
+	SuiteName     = "parley"
+	SuiteVersion  = "0.1.0"
+)
+
+// Statement is an in-toto Statement v1.
+type Statement struct {
+	Type          string    `json:"_type"`
+	Subject       []Subject `json:"subject"`
+	PredicateType string    `json:"predicateType"`
+	Predicate     Predicate `json:"predicate"`
+}
+
+// Subject is the host build the bundle certifies.
+type Subject struct {
+	Name   string            `json:"name"`
+	Digest map[string]string `json:"digest"`
+}
+
+// Predicate is parley's evidence: schemas/evidence-predicate.json.
+type Predicate struct {
+	Suite             SuiteInfo       `json:"suite"`
+	RegistryDigest    string          `json:"registryDigest"`
+	CorpusDigest      string          `json:"corpusDigest"`
+	Target            TargetInfo      `json:"target"`
+	Seed              int64           `json:"seed"`
+	TagFilter         string          `json:"tagFilter"`
+	Profiles          []string        `json:"profiles"`
+	Strict            bool            `json:"strict"`
+	StartedAt         time.Time       `json:"startedAt"`
+	FinishedAt        time.Time       `json:"finishedAt"`
+	Signing           SigningInfo     `json:"signing"`
+	Requirements      []runner.Row    `json:"requirements"`
+	Unwitnessable     []Unwitnessable `json:"unwitnessable"`
+	Totals            Totals          `json:"totals"`
+	ProfilesCertified []string        `json:"profilesCertified"`
+}
+
+// SuiteInfo names the suite build that produced the bundle.
+type SuiteInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+}
+
+// TargetInfo says how the host was driven.
+type TargetInfo struct {
+	Kind           string       `json:"kind"`
+	Note           string       `json:"note,omitempty"`
+	Configurations []ConfigInfo `json:"configurations"`
+}
+
+// ConfigInfo is one host configuration the run used.
+type ConfigInfo struct {
+	Digest   string          `json:"digest"`
+	Document json.RawMessage `json:"document"`
+}
+
+// SigningInfo says which key signed; an ephemeral key proves only that the
+// bundle is intact, not who produced it.
+type SigningInfo struct {
+	KeyID     string `json:"keyId"`
+	Ephemeral bool   `json:"ephemeral"`
+}
+
+// Unwitnessable is a requirement the suite cannot observe, with why.
+type Unwitnessable struct {
+	ID        string `json:"id"`
+	Rationale string `json:"rationale"`
+}
+
+// Totals counts requirement rows by verdict.
+type Totals struct {
+	Requirements int `json:"requirements"`
+	ExecutedPass int `json:"executed-pass"`
+	ExecutedFail int `json:"executed-fail"`
+	Skipped      int `json:"skipped"`
+	Inapplicable int `json:"inapplicable"`
+	Blocked      int `json:"blocked"`
+}
+
+// Count tallies rows.
+func Count(rows []runner.Row) Totals {
+	t := Totals{Requirements: len(rows)}
+	for _, r := range rows {
+		switch r.Result {
+		case steps.ExecutedPass:
+			t.ExecutedPass++
+		case steps.ExecutedFail:
+			t.ExecutedFail++
+		case steps.Skipped:
+			t.Skipped++
+		case steps.Inapplicable:
+			t.Inapplicable++
+		case steps.Blocked:
+			t.Blocked++
+		}
+	}
+	return t
+}
+
+// Commit returns the VCS revision the running binary was built from.
+func Commit() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, kv := range bi.Settings {
+			if kv.Key == "vcs.revision" {
+				return kv.Value
+			}
+		}
+	}
+	return "unknown"
+}
+
+// Build assembles the statement for a finished run.
+func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result, t target.Target, strict bool, signing SigningInfo) Statement {
+	subj := t.Subject()
+	p := Predicate{
+		Suite:          SuiteInfo{Name: SuiteName, Version: SuiteVersion, Commit: Commit()},
+		RegistryDigest: reg.Digest(),
+		CorpusDigest:   corpus.Digest(),
+		Target:         TargetInfo{Kind: t.Kind(), Note: subj.Note, Configurations: []ConfigInfo{}},
+		Seed:           res.Seed,
+		TagFilter:      res.Tags,
+		Profiles:       append([]string{}, res.Profiles...),
+		Strict:         strict,
+		StartedAt:      res.Started,
+		FinishedAt:     res.Finished,
+		Signing:        signing,
+		Requirements:   res.Rows,
+		Unwitnessable:  []Unwitnessable{},
+		Totals:         Count(res.Rows),
+	}
+	for _, c := range t.Configurations() {
+		p.Target.Configurations = append(p.Target.Configurations, ConfigInfo{Digest: c.Digest(), Document: c.JSON()})
+	}
+	sort.Slice(p.Target.Configurations, func(i, j int) bool {
+		return p.Target.Configurations[i].Digest < p.Target.Configurations[j].Digest
+	})
+	for _, e := range reg.Entries {
+		if e.Status == scenarios.StatusActive && e.Witness == scenarios.WitnessUnwitnessable {
+			p.Unwitnessable = append(p.Unwitnessable, Unwitnessable{ID: e.ID, Rationale: e.Rationale})
+		}
+	}
+	p.ProfilesCertified = certified(reg, res.Rows)
+	if p.Requirements == nil {
+		p.Requirements = []runner.Row{}
+	}
+	return Statement{
+		Type:          StatementType,
+		Subject:       []Subject{{Name: subj.Name, Digest: subj.Digest}},
+		PredicateType: PredicateType,
+		Predicate:     p,
+	}
+}
+
+// certified lists the profiles whose every scored requirement passed in this
+// run; a filtered run that left one out certifies nothing for that profile.
+func certified(reg *scenarios.Registry, rows []runner.Row) []string {
+	result := map[string]string{}
+	for _, r := range rows {
+		result[r.ID] = r.Result
+	}
+	ok := map[string]bool{}
+	for _, e := range reg.Entries {
+		if !e.Scored() {
+			continue
+		}
+		if _, seen := ok[e.Profile]; !seen {
+			ok[e.Profile] = true
+		}
+		if result[e.ID] != steps.ExecutedPass {
+			ok[e.Profile] = false
+		}
+	}
+	out := []string{}
+	for p, good := range ok {
+		if good {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

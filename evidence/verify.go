@@ -1,0 +1,157 @@
+package evidence
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/schemas"
+	"github.com/parley-conformance/parley/steps"
+)
+
+// Verify checks a bundle against a public key and this suite's registry and
+// corpus. It returns the statement when every check passes, and otherwise an
+// error that lists each problem found.
+func Verify(bundle []byte, pub ed25519.PublicKey, reg *scenarios.Registry, corpus *scenarios.Corpus) (*Statement, error) {
+	var env dsse.Envelope
+	if err := strictDecode(bundle, &env); err != nil {
+		return nil, fmt.Errorf("not a DSSE envelope: %w", err)
+	}
+	// The envelope must be byte-for-byte the canonical encoding of what it
+	// says, so that no byte outside the signed payload can change unnoticed.
+	if canon, err := encodeEnvelope(&env); err != nil || !bytes.Equal(canon, bundle) {
+		return nil, errors.New("the envelope is not in the canonical form parley writes: it was changed after signing")
+	}
+	if env.PayloadType != PayloadType {
+		return nil, fmt.Errorf("payloadType is %q, want %q", env.PayloadType, PayloadType)
+	}
+	if len(env.Signatures) != 1 {
+		return nil, fmt.Errorf("want exactly one signature, the envelope has %d", len(env.Signatures))
+	}
+	if want := KeyID(pub); env.Signatures[0].KeyID != want {
+		return nil, fmt.Errorf("the bundle was signed by key %s, not by the given key %s", env.Signatures[0].KeyID, want)
+	}
+	ev, err := dsse.NewEnvelopeVerifier(verifier{pub})
+	if err != nil {
+		return nil, err
+	}
+	_, payload, err := ev.VerifyAndDecode(context.Background(), &env)
+	if err != nil {
+		return nil, fmt.Errorf("the signature does not verify with the given key: %w", err)
+	}
+	if base64.StdEncoding.EncodeToString(payload) != env.Payload {
+		return nil, errors.New("the payload is not canonical base64: it was changed after signing")
+	}
+	if err := schemas.ValidateJSON("evidence-predicate.json", payload); err != nil {
+		return nil, fmt.Errorf("the statement does not satisfy schemas/evidence-predicate.json: %w", err)
+	}
+	var st Statement
+	if err := strictDecode(payload, &st); err != nil {
+		return nil, fmt.Errorf("the payload is not a parley statement: %w", err)
+	}
+	if canon, _ := json.Marshal(st); !bytes.Equal(canon, payload) {
+		return nil, errors.New("the statement is not in the canonical form parley writes")
+	}
+	if problems := check(st, reg, corpus); len(problems) > 0 {
+		return &st, fmt.Errorf("the bundle is signed but its content does not hold:\n  %s", strings.Join(problems, "\n  "))
+	}
+	return &st, nil
+}
+
+func strictDecode(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON document")
+	}
+	return nil
+}
+
+var verdicts = map[string]bool{
+	steps.ExecutedPass: true, steps.ExecutedFail: true, steps.Skipped: true,
+	steps.Inapplicable: true, steps.Blocked: true,
+}
+
+// check recomputes what a bundle asserts about itself.
+func check(st Statement, reg *scenarios.Registry, corpus *scenarios.Corpus) []string {
+	var out []string
+	bad := func(format string, a ...any) { out = append(out, fmt.Sprintf(format, a...)) }
+	p := st.Predicate
+	if st.Type != StatementType {
+		bad("_type is %q, want %q", st.Type, StatementType)
+	}
+	if st.PredicateType != PredicateType {
+		bad("predicateType is %q, want %q", st.PredicateType, PredicateType)
+	}
+	if len(st.Subject) == 0 || len(st.Subject[0].Digest) == 0 {
+		bad("the statement names no subject digest")
+	}
+	if p.CorpusDigest != corpus.Digest() {
+		bad("feature corpus digest %s is not this suite's (%s): the bundle came from another corpus", p.CorpusDigest, corpus.Digest())
+	}
+	if p.RegistryDigest != reg.Digest() {
+		bad("registry digest %s is not this suite's (%s)", p.RegistryDigest, reg.Digest())
+	}
+	seen := map[string]bool{}
+	for _, r := range p.Requirements {
+		if seen[r.ID] {
+			bad("%s: duplicate requirement row", r.ID)
+		}
+		seen[r.ID] = true
+		if _, ok := reg.Lookup(r.ID); !ok {
+			bad("%s: unknown requirement id", r.ID)
+		}
+		if !verdicts[r.Result] {
+			bad("%s: %q is not a verdict", r.ID, r.Result)
+		}
+		if r.Result == steps.ExecutedPass && r.Assertions == 0 {
+			bad("%s: vacuous pass (executed-pass with zero assertions)", r.ID)
+		}
+		if r.Result == steps.ExecutedPass && len(r.Scenarios) == 0 {
+			bad("%s: executed-pass with no scenario", r.ID)
+		}
+		sum, worst := 0, ""
+		for _, s := range r.Scenarios {
+			sum += s.Assertions
+			if !verdicts[s.Result] {
+				bad("%s: scenario %q has %q, not a verdict", r.ID, s.Name, s.Result)
+			}
+			if s.Result == steps.ExecutedPass && s.Assertions == 0 {
+				bad("%s: scenario %q is a vacuous pass", r.ID, s.Name)
+			}
+			if worst == "" {
+				worst = s.Result
+			} else {
+				worst = runner.Worst(worst, s.Result)
+			}
+		}
+		if len(r.Scenarios) > 0 {
+			if sum != r.Assertions {
+				bad("%s: %d assertions claimed, its scenarios add up to %d", r.ID, r.Assertions, sum)
+			}
+			if worst != r.Result {
+				bad("%s: result %s, but the worst of its scenarios is %s", r.ID, r.Result, worst)
+			}
+		}
+	}
+	if got := Count(p.Requirements); got != p.Totals {
+		bad("totals %+v do not add up; the rows give %+v", p.Totals, got)
+	}
+	if want := certified(reg, p.Requirements); !reflect.DeepEqual(want, p.ProfilesCertified) {
+		bad("profilesCertified %v, the rows certify %v", p.ProfilesCertified, want)
+	}
+	return out
+}

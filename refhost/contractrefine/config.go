@@ -1,0 +1,222 @@
+package contractrefine
+
+import (
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"lukechampine.com/blake3"
+)
+
+// Mode is the resolved runtime.contract_refine.mode.
+type Mode string
+
+// The three positions of the mode ladder.
+const (
+	ModeDisabled Mode = "disabled"
+	ModeAdvisory Mode = "advisory"
+	ModeEnforce  Mode = "enforce"
+)
+
+// ResolveMode applies the spec's resolution rules to a raw configured value.
+// ok is false when raw was non-empty and unrecognized: the result is then
+// disabled, so that a typo never opens the HTTP surface.
+func ResolveMode(raw string) (mode Mode, ok bool) {
+	switch raw {
+	case "":
+		return ModeAdvisory, true
+	case string(ModeDisabled), string(ModeAdvisory), string(ModeEnforce):
+		return Mode(raw), true
+	default:
+		return ModeDisabled, false
+	}
+}
+
+// Config is the host's configuration. Its zero value gives the spec defaults.
+// Slices distinguish absent (nil: the default) from explicitly empty ([]).
+type Config struct {
+	// Mode is the raw runtime.contract_refine.mode; see ResolveMode.
+	Mode string `json:"mode,omitempty"`
+	// Verifier describes the wired ContractVerifier.
+	Verifier VerifierConfig `json:"verifier"`
+	// Emitter is "" or "wal" (the fsync'd WAL) or "none" (no telemetry emitter).
+	Emitter string `json:"emitter,omitempty"`
+	// PolicyRef names the active policy bundle; default "refhost-policy/1.0.0".
+	PolicyRef string `json:"policy_ref,omitempty"`
+	// LockFingerprint is the server's live lock fingerprint, stamped on every
+	// decision; default "blake3:" + hex(blake3(PolicyRef)).
+	LockFingerprint string `json:"lock_fingerprint,omitempty"`
+	// MaxRepairAttempts bounds repair_required outcomes per (session, plan
+	// hash); nil means 2, and 0 allows no repair at all.
+	MaxRepairAttempts *int `json:"max_repair_attempts,omitempty"`
+	// EligibilityTTL is a Go duration: how long a pass binding stays valid.
+	// Default "5m".
+	EligibilityTTL string `json:"eligibility_ttl,omitempty"`
+	// Policy is the policy bundle consulted by /v1/tool.
+	Policy PolicyConfig `json:"policy"`
+	// Faults is a seam-only knob for fault injection; operators leave it unset.
+	Faults FaultConfig `json:"faults"`
+}
+
+// VerifierConfig configures the built-in ContractVerifier.
+type VerifierConfig struct {
+	// Wired is nil or true for a wired verifier; false leaves none wired.
+	Wired *bool `json:"wired,omitempty"`
+	// LockFingerprint is the value the verifier is constructed with. The host
+	// never lets it reach a decision: the live fingerprint overrides it.
+	LockFingerprint   string   `json:"lock_fingerprint,omitempty"`
+	AllowedZones      []string `json:"allowed_zones"`
+	WriteCapabilities []string `json:"write_capabilities"`
+}
+
+// PolicyConfig is the policy bundle applied at the /v1/tool policy stage.
+type PolicyConfig struct {
+	// AllowedTools defaults to ["tool.echo","tool.write"].
+	AllowedTools []string `json:"allowed_tools"`
+	// RequiresPreflight lists tool kinds that must present a preflight binding.
+	RequiresPreflight []string `json:"requires_preflight"`
+}
+
+// FaultConfig injects faults. Only the conformance suite should set it.
+type FaultConfig struct {
+	// WALEmit "fail" makes every WAL append fail (the 500 path).
+	WALEmit string `json:"wal_emit,omitempty"`
+	// WALRead "fail" makes every read of a stored decision fail (GET's 500 path).
+	WALRead string `json:"wal_read,omitempty"`
+}
+
+// Defaults applied when the corresponding field is unset.
+const (
+	DefaultPolicyRef         = "refhost-policy/1.0.0"
+	DefaultMaxRepairAttempts = 2
+	DefaultEligibilityTTL    = 5 * time.Minute
+)
+
+var (
+	defaultAllowedZones      = []string{"default", "lab", "edge"}
+	defaultWriteCapabilities = []string{"tool.write"}
+	defaultAllowedTools      = []string{"tool.echo", "tool.write"}
+)
+
+// Fingerprint returns the "blake3:<hex>" fingerprint of s.
+func Fingerprint(s string) string {
+	sum := blake3.Sum256([]byte(s))
+	return "blake3:" + hex.EncodeToString(sum[:])
+}
+
+// settings is Config after defaults and validation.
+type settings struct {
+	mode              Mode
+	verifierWired     bool
+	verifier          verifier
+	emitterWired      bool
+	policyRef         string
+	lockFingerprint   string
+	maxRepairAttempts int
+	ttl               time.Duration
+	allowedTools      map[string]bool
+	requiresPreflight map[string]bool
+	walFail           bool
+	walReadFail       bool
+}
+
+func resolve(cfg Config, log *slog.Logger) (settings, error) {
+	var s settings
+	mode, ok := ResolveMode(cfg.Mode)
+	if !ok {
+		// The bad value goes into both message and attrs unaltered so an
+		// operator grepping logs for what they typed finds it.
+		log.Warn("unrecognized runtime.contract_refine.mode \""+cfg.Mode+"\"; falling back to disabled",
+			slog.String("mode", cfg.Mode), slog.String("resolved", string(ModeDisabled)))
+	}
+	s.mode = mode
+
+	s.verifierWired = cfg.Verifier.Wired == nil || *cfg.Verifier.Wired
+	s.verifier = verifier{
+		lockFingerprint:   orDefault(cfg.Verifier.LockFingerprint, Fingerprint("verifier-default")),
+		allowedZones:      toSet(orDefaultSlice(cfg.Verifier.AllowedZones, defaultAllowedZones)),
+		writeCapabilities: toSet(orDefaultSlice(cfg.Verifier.WriteCapabilities, defaultWriteCapabilities)),
+	}
+
+	switch cfg.Emitter {
+	case "", "wal":
+		s.emitterWired = true
+	case "none":
+	default:
+		return s, fmt.Errorf("contractrefine: emitter %q: want \"wal\" or \"none\"", cfg.Emitter)
+	}
+
+	s.policyRef = orDefault(cfg.PolicyRef, DefaultPolicyRef)
+	s.verifier.policyRef = s.policyRef
+	s.lockFingerprint = orDefault(cfg.LockFingerprint, Fingerprint(s.policyRef))
+
+	s.maxRepairAttempts = DefaultMaxRepairAttempts
+	if cfg.MaxRepairAttempts != nil {
+		if *cfg.MaxRepairAttempts < 0 {
+			return s, fmt.Errorf("contractrefine: max_repair_attempts %d is negative", *cfg.MaxRepairAttempts)
+		}
+		s.maxRepairAttempts = *cfg.MaxRepairAttempts
+	}
+
+	s.ttl = DefaultEligibilityTTL
+	if cfg.EligibilityTTL != "" {
+		d, err := time.ParseDuration(cfg.EligibilityTTL)
+		if err != nil {
+			return s, fmt.Errorf("contractrefine: eligibility_ttl: %w", err)
+		}
+		if d <= 0 {
+			return s, fmt.Errorf("contractrefine: eligibility_ttl %s must be positive", d)
+		}
+		s.ttl = d
+	}
+
+	tools := orDefaultSlice(cfg.Policy.AllowedTools, defaultAllowedTools)
+	for _, t := range tools {
+		// Allowing a tool the host cannot run would turn a policy allow
+		// into a runtime failure; refuse the bundle up front instead.
+		if _, ok := executors[t]; !ok {
+			return s, fmt.Errorf("contractrefine: policy.allowed_tools names %q, which this host does not implement", t)
+		}
+	}
+	s.allowedTools = toSet(tools)
+	s.requiresPreflight = toSet(cfg.Policy.RequiresPreflight)
+
+	switch cfg.Faults.WALEmit {
+	case "":
+	case "fail":
+		s.walFail = true
+	default:
+		return s, fmt.Errorf("contractrefine: faults.wal_emit %q: want \"fail\" or unset", cfg.Faults.WALEmit)
+	}
+	switch cfg.Faults.WALRead {
+	case "":
+	case "fail":
+		s.walReadFail = true
+	default:
+		return s, fmt.Errorf("contractrefine: faults.wal_read %q: want \"fail\" or unset", cfg.Faults.WALRead)
+	}
+	return s, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+func orDefaultSlice(v, def []string) []string {
+	if v == nil {
+		return def
+	}
+	return v
+}
+
+func toSet(xs []string) map[string]bool {
+	m := make(map[string]bool, len(xs))
+	for _, x := range xs {
+		m[x] = true
+	}
+	return m
+}
