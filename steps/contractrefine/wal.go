@@ -78,9 +78,25 @@ func frames(ctx context.Context, kind string, attrs map[string]string) ([]frame,
 			return nil, fmt.Errorf("a WAL frame is not an object with kind and attrs: %v", err)
 		}
 		f.raw = raw
-		out = append(out, f)
+		// The seam filters, but the suite does not take the host's word for
+		// it: a frame counts only if it carries what was asked for.
+		if matches(f, kind, attrs) {
+			out = append(out, f)
+		}
 	}
 	return out, nil
+}
+
+func matches(f frame, kind string, attrs map[string]string) bool {
+	if kind != "" && f.Kind != kind {
+		return false
+	}
+	for k, want := range attrs {
+		if got, ok := f.attr(k); !ok || got != want {
+			return false
+		}
+	}
+	return true
 }
 
 // preflightFrame returns the one autonomy.preflight frame of the last decision.

@@ -1,0 +1,437 @@
+package sabotage
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+const cr = "contractrefine"
+
+func isPreflightPost(x *Exchange) bool {
+	return x.Method == http.MethodPost && x.Path == "/v1/preflight"
+}
+func isPreflightGet(x *Exchange) bool {
+	return x.Method == http.MethodGet && strings.HasPrefix(x.Path, "/v1/preflight/")
+}
+func isTool(x *Exchange) bool { return x.Method == http.MethodPost && x.Path == "/v1/tool" }
+func isWALSeam(x *Exchange) bool {
+	return x.Method == http.MethodGet && x.Path == "/conformance/seams/contractrefine/wal"
+}
+func mode(x *Exchange) string { s, _ := x.Section(cr)["mode"].(string); return s }
+
+// decision rewrites a 200 PreflightDecision from POST (and GET, when get).
+func decision(get bool, edit func(d map[string]any)) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if r.Status != http.StatusOK || !(isPreflightPost(x) || (get && isPreflightGet(x))) {
+			return
+		}
+		if d := r.JSON(); d != nil {
+			edit(d)
+			r.SetJSON(d)
+		}
+	}
+}
+
+// frames rewrites the WAL frames the read-back seam returns: the host as
+// recorded, not as the seam reports it, is what the rule breaks.
+func frames(edit func(kind string, attrs map[string]any) []map[string]any) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if !isWALSeam(x) || r.Status != http.StatusOK {
+			return
+		}
+		var body struct {
+			Frames []map[string]any `json:"frames"`
+		}
+		if json.Unmarshal(r.Body, &body) != nil {
+			return
+		}
+		var out []map[string]any
+		for _, f := range body.Frames {
+			kind, _ := f["kind"].(string)
+			attrs, _ := f["attrs"].(map[string]any)
+			for _, a := range edit(kind, attrs) {
+				g := map[string]any{}
+				for k, v := range f {
+					g[k] = v
+				}
+				g["attrs"] = a
+				out = append(out, g)
+			}
+		}
+		if out == nil {
+			out = []map[string]any{}
+		}
+		r.SetJSON(map[string]any{"frames": out})
+	}
+}
+
+// status turns one status into another on matching exchanges.
+func status(match func(x *Exchange) bool, from, to int) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if match(x) && r.Status == from {
+			r.Status = to
+		}
+	}
+}
+
+func eligibility(d map[string]any) map[string]any {
+	e, _ := d["execution_eligibility"].(map[string]any)
+	if e == nil {
+		e = map[string]any{}
+		d["execution_eligibility"] = e
+	}
+	return e
+}
+
+var contractRefineRules = []Rule{
+	{
+		ID:     "contractrefine.preflight.mode.empty-defaults-advisory",
+		Broken: "an unset mode resolves to disabled (the pre-advisory default)",
+		Config: func(c map[string]map[string]any) {
+			if s := c[cr]; s != nil {
+				if _, set := s["mode"]; !set {
+					s["mode"] = "disabled"
+				}
+			}
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.mode.well-formed-preserved",
+		Broken: "an explicit enforce is read as advisory",
+		Config: func(c map[string]map[string]any) {
+			if s := c[cr]; s != nil && s["mode"] == "enforce" {
+				s["mode"] = "advisory"
+			}
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.mode.typo-falls-back-to-disabled",
+		Broken: "an unrecognized mode opens the surface as advisory",
+		Config: func(c map[string]map[string]any) {
+			if s := c[cr]; s != nil {
+				switch s["mode"] {
+				case nil, "", "disabled", "advisory", "enforce":
+				default:
+					s["mode"] = "advisory"
+				}
+			}
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.mode.typo-startup-warning",
+		Broken: "falls back to disabled silently: no warning is logged",
+		Logs: func(lines []string) []string {
+			var out []string
+			for _, l := range lines {
+				if !strings.Contains(strings.ToLower(l), "warn") {
+					out = append(out, l)
+				}
+			}
+			return out
+		},
+	},
+	{
+		ID:       "contractrefine.preflight.post.disabled-503",
+		Broken:   "a disabled host answers preflights 404 instead of 503",
+		Response: status(func(x *Exchange) bool { return isPreflightPost(x) && mode(x) == "disabled" }, 503, 404),
+	},
+	{
+		ID:     "contractrefine.preflight.post.no-verifier-503",
+		Broken: "with no verifier wired, POST fails with 500 instead of failing closed with 503",
+		Response: status(func(x *Exchange) bool {
+			v, _ := x.Section(cr)["verifier"].(map[string]any)
+			return isPreflightPost(x) && v != nil && v["wired"] == false
+		}, 503, 500),
+	},
+	{
+		ID:     "contractrefine.preflight.post.outcome-closed-enum",
+		Broken: "answers repair_required as an out-of-enum \"repair\"",
+		Response: decision(false, func(d map[string]any) {
+			if d["outcome"] == "repair_required" {
+				d["outcome"] = "repair"
+			}
+		}),
+	},
+	{
+		ID:       "contractrefine.preflight.post.decision-shape",
+		Broken:   "omits policy_ref from decisions",
+		Response: decision(false, func(d map[string]any) { delete(d, "policy_ref") }),
+	},
+	{
+		ID:     "contractrefine.preflight.post.no-headers-required",
+		Broken: "refuses a preflight without Content-Type with 415",
+		Intercept: func(x *Exchange) *Response {
+			if isPreflightPost(x) && x.Header.Get("Content-Type") == "" {
+				return &Response{Status: http.StatusUnsupportedMediaType, Header: http.Header{}, Body: []byte(`{"error":"content type required"}`)}
+			}
+			return nil
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.post.session-metadata-missing-deny",
+		Broken: "denies a request without session metadata under another reason",
+		Response: decision(false, func(d map[string]any) {
+			if d["reason"] == "contract: session_metadata_missing" {
+				d["reason"] = "contract: plan_shape_invalid"
+			}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.post.repair-hints",
+		Broken: "answers repair_required without repair hints",
+		Response: decision(false, func(d map[string]any) {
+			if d["outcome"] == "repair_required" {
+				delete(d, "repair_hints")
+			}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.post.repair-attempts-bounded",
+		Broken: "the repair budget never runs out",
+		Config: func(c map[string]map[string]any) {
+			if s := c[cr]; s != nil {
+				if _, set := s["max_repair_attempts"]; set {
+					s["max_repair_attempts"] = 1 << 30
+				}
+			}
+		},
+	},
+	{
+		ID:       "contractrefine.preflight.post.malformed-body-400",
+		Broken:   "answers a malformed body 422 instead of 400",
+		Response: status(isPreflightPost, 400, 422),
+	},
+	{
+		ID:     "contractrefine.preflight.post.wal-emit-failure-500",
+		Broken: "returns the decision even though the WAL emit failed",
+		Response: func(x *Exchange, r *Response) {
+			if isPreflightPost(x) && r.Status == http.StatusInternalServerError {
+				r.Status = http.StatusOK
+				r.SetJSON(map[string]any{
+					"preflight_id": uuid.NewString(), "audit_id": uuid.NewString(), "outcome": "pass",
+					"reason": "contract: passed", "policy_ref": "p", "lock_fingerprint": "l", "contract_results": []any{},
+					"execution_eligibility": map[string]any{"allowed": true, "bound_tool_kinds": []any{"tool.echo"}, "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)},
+				})
+			}
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.post.deny-expires-at-empty",
+		Broken: "issues an expiry on deny decisions",
+		Response: decision(false, func(d map[string]any) {
+			if d["outcome"] == "deny" {
+				eligibility(d)["expires_at"] = time.Now().Add(5 * time.Minute).UTC().Format(time.RFC3339)
+			}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.post.pass-eligibility",
+		Broken: "a pass is not marked allowed",
+		Response: decision(false, func(d map[string]any) {
+			if d["outcome"] == "pass" {
+				eligibility(d)["allowed"] = false
+			}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.post.preflight-id-uuidv4",
+		Broken: "assigns time-ordered UUIDv7 preflight ids",
+		Response: decision(false, func(d map[string]any) {
+			d["preflight_id"] = uuid.Must(uuid.NewV7()).String()
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.post.audit-id-uuidv4",
+		Broken: "reuses one audit_id for every decision",
+		Response: decision(false, func(d map[string]any) {
+			d["audit_id"] = "3f1c2a9e-8b7d-4c6e-9a5f-0d1e2f3a4b5c"
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.post.reason-shape",
+		Broken: "drops the \"contract: \" prefix from reasons, on the wire and in the WAL",
+		Response: func(x *Exchange, r *Response) {
+			decision(false, func(d map[string]any) {
+				if s, ok := d["reason"].(string); ok {
+					d["reason"] = strings.TrimPrefix(s, "contract: ")
+				}
+			})(x, r)
+			frames(func(kind string, a map[string]any) []map[string]any {
+				if s, ok := a["reason"].(string); ok {
+					a["reason"] = strings.TrimPrefix(s, "contract: ")
+				}
+				return []map[string]any{a}
+			})(x, r)
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.post.live-lock-fingerprint",
+		Broken: "reports the fingerprint the verifier was built with, not the live one",
+		Response: func(x *Exchange, r *Response) {
+			v, _ := x.Section(cr)["verifier"].(map[string]any)
+			built, _ := v["lock_fingerprint"].(string)
+			if built == "" {
+				return
+			}
+			decision(false, func(d map[string]any) { d["lock_fingerprint"] = built })(x, r)
+			frames(func(kind string, a map[string]any) []map[string]any {
+				if kind == "autonomy.preflight" {
+					a["lock_fingerprint"] = built
+				}
+				return []map[string]any{a}
+			})(x, r)
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.get.returns-stored-decision",
+		Broken: "GET rebuilds the decision instead of returning it verbatim (contract_results lost)",
+		Response: func(x *Exchange, r *Response) {
+			if isPreflightGet(x) && r.Status == http.StatusOK {
+				if d := r.JSON(); d != nil {
+					d["contract_results"] = []any{}
+					r.SetJSON(d)
+				}
+			}
+		},
+	},
+	{
+		ID:       "contractrefine.preflight.get.empty-id-400",
+		Broken:   "an empty id segment is answered 404",
+		Response: status(func(x *Exchange) bool { return isPreflightGet(x) && x.Path == "/v1/preflight/" }, 400, 404),
+	},
+	{
+		ID:     "contractrefine.preflight.get.unknown-id-404",
+		Broken: "an unknown id is answered 200 with an empty object",
+		Response: func(x *Exchange, r *Response) {
+			if isPreflightGet(x) && r.Status == http.StatusNotFound {
+				r.Status = http.StatusOK
+				r.Body = []byte("{}")
+			}
+		},
+	},
+	{
+		ID:       "contractrefine.preflight.get.disabled-503",
+		Broken:   "a disabled host answers GET 404 instead of 503",
+		Response: status(func(x *Exchange) bool { return isPreflightGet(x) && mode(x) == "disabled" }, 503, 404),
+	},
+	{
+		ID:       "contractrefine.preflight.get.emitter-unwired-503",
+		Broken:   "with no emitter wired, GET answers 404 instead of 503",
+		Response: status(func(x *Exchange) bool { return isPreflightGet(x) && x.Section(cr)["emitter"] == "none" }, 503, 404),
+	},
+	{
+		ID:       "contractrefine.preflight.get.wal-read-error-500",
+		Broken:   "a WAL read error is reported as 404, as though the decision never existed",
+		Response: status(isPreflightGet, 500, 404),
+	},
+	{
+		ID:     "contractrefine.preflight.wal.one-frame-per-decision",
+		Broken: "writes every autonomy.preflight frame twice",
+		Response: frames(func(kind string, a map[string]any) []map[string]any {
+			if kind == "autonomy.preflight" {
+				return []map[string]any{a, a}
+			}
+			return []map[string]any{a}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.wal.frame-attributes",
+		Broken: "omits policy_ref from autonomy.preflight frames",
+		Response: frames(func(kind string, a map[string]any) []map[string]any {
+			if kind == "autonomy.preflight" {
+				delete(a, "policy_ref")
+			}
+			return []map[string]any{a}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.wal.optional-attributes",
+		Broken: "never records the optional zone attribute",
+		Response: frames(func(kind string, a map[string]any) []map[string]any {
+			delete(a, "zone")
+			return []map[string]any{a}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.wal.decision-json-verbatim",
+		Broken: "decision_json records a summary (outcome and reason only), not the decision",
+		Response: frames(func(kind string, a map[string]any) []map[string]any {
+			if s, ok := a["decision_json"].(string); ok {
+				var d map[string]any
+				if json.Unmarshal([]byte(s), &d) == nil {
+					b, _ := json.Marshal(map[string]any{"outcome": d["outcome"], "reason": d["reason"]})
+					a["decision_json"] = string(b)
+				}
+			}
+			return []map[string]any{a}
+		}),
+	},
+	{
+		ID:     "contractrefine.preflight.wal.audit-id-joins-tool-decision",
+		Broken: "tool decision frames carry a fresh audit_id, not the preflight's",
+		Response: frames(func(kind string, a map[string]any) []map[string]any {
+			if kind == "autonomy.decision" {
+				a["audit_id"] = uuid.NewString()
+			}
+			return []map[string]any{a}
+		}),
+	},
+	{
+		ID:     "contractrefine.tool.disabled-ignores-header",
+		Broken: "in disabled mode a call naming a preflight is refused",
+		Intercept: func(x *Exchange) *Response {
+			if isTool(x) && mode(x) == "disabled" && x.Header.Get("X-Autonomy-Preflight-Id") != "" {
+				return &Response{Status: http.StatusForbidden, Header: http.Header{}, Body: []byte(`{"outcome":"deny","reason":"contract: binding_not_found"}`)}
+			}
+			return nil
+		},
+	},
+	{
+		ID:     "contractrefine.tool.advisory-binding-failure-deny-frame",
+		Broken: "in advisory mode a failed binding leaves no deny frame",
+		Response: frames(func(kind string, a map[string]any) []map[string]any {
+			if kind == "autonomy.decision" && a["outcome"] == "deny" {
+				return nil
+			}
+			return []map[string]any{a}
+		}),
+	},
+	{
+		ID:     "contractrefine.tool.advisory-continues-to-policy",
+		Broken: "in advisory mode a failed binding answers 403, as enforce does",
+		Intercept: func(x *Exchange) *Response {
+			m := mode(x)
+			if isTool(x) && (m == "advisory" || m == "") && x.Header.Get("X-Autonomy-Preflight-Id") != "" {
+				return &Response{Status: http.StatusForbidden, Header: http.Header{}, Body: []byte(`{"outcome":"deny","reason":"contract: binding_not_found"}`)}
+			}
+			return nil
+		},
+	},
+	{
+		ID:     "contractrefine.tool.enforce-mismatch-denied",
+		Broken: "in enforce mode a binding failure is only recorded and the tool runs",
+		Config: func(c map[string]map[string]any) {
+			if s := c[cr]; s != nil && s["mode"] == "enforce" {
+				s["mode"] = "advisory"
+			}
+		},
+	},
+	{
+		ID:       "contractrefine.tool.enforce-bound-call-allowed",
+		Broken:   "in enforce mode even a correctly bound call is denied",
+		Response: status(func(x *Exchange) bool { return isTool(x) && mode(x) == "enforce" }, 200, 403),
+	},
+	{
+		ID:     "contractrefine.tool.enforce-policy-requires-preflight",
+		Broken: "ignores the policy bundle's requires_preflight",
+		Config: func(c map[string]map[string]any) {
+			if s := c[cr]; s != nil {
+				delete(s, "policy")
+			}
+		},
+	},
+}

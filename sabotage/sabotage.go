@@ -1,0 +1,246 @@
+// Package sabotage proves the suite can fail. For every requirement id there
+// is a rule that breaks exactly that requirement: it alters the configuration
+// a host is started with (a host whose default is wrong), or it rewrites what
+// the host says on the wire through a mutating proxy (a host that drops a
+// field, turns a refusal into a success, or records nothing). The reference
+// host's production code carries no sabotage switches.
+package sabotage
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/parley-conformance/parley/target"
+)
+
+// Rule breaks one requirement.
+type Rule struct {
+	// ID is the requirement the rule breaks.
+	ID string
+	// Broken says, for the matrix, how the sabotaged host misbehaves.
+	Broken string
+	// Config alters the configuration the host is started with; sections
+	// are keyed by family.
+	Config func(cfg map[string]map[string]any)
+	// Intercept answers a request instead of the host when it returns non-nil.
+	Intercept func(x *Exchange) *Response
+	// Response rewrites the host's answer in place.
+	Response func(x *Exchange, r *Response)
+	// Logs filters what the host's log is seen to contain.
+	Logs func(lines []string) []string
+}
+
+// Exchange is what a rule sees of a request.
+type Exchange struct {
+	Method string
+	Path   string
+	Query  url.Values
+	Header http.Header
+	Body   []byte
+	// Config is the configuration the scenario asked for, by family.
+	Config map[string]map[string]any
+}
+
+// Section returns one family's configuration section (never nil).
+func (x *Exchange) Section(family string) map[string]any {
+	if s := x.Config[family]; s != nil {
+		return s
+	}
+	return map[string]any{}
+}
+
+// Response is the host's answer as a rule may rewrite it.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body as an object, or returns nil.
+func (r *Response) JSON() map[string]any {
+	var m map[string]any
+	if json.Unmarshal(r.Body, &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// SetJSON replaces the body.
+func (r *Response) SetJSON(v any) {
+	b, _ := json.Marshal(v)
+	r.Body = b
+}
+
+// Target starts hosts through an inner target and puts the rule between them
+// and the suite.
+type Target struct {
+	Inner target.Target
+	Rule  Rule
+
+	mu      sync.Mutex
+	proxies []*http.Server
+	byCfg   map[string]string // configuration digest -> proxy URL
+}
+
+func (t *Target) Kind() string                    { return t.Inner.Kind() }
+func (t *Target) Subject() target.Subject         { return t.Inner.Subject() }
+func (t *Target) Configurations() []target.Config { return t.Inner.Configurations() }
+
+func sections(cfg target.Config) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, f := range cfg.Families() {
+		var m map[string]any
+		_ = json.Unmarshal(cfg.Section(f), &m)
+		if m == nil {
+			m = map[string]any{}
+		}
+		out[f] = m
+	}
+	return out
+}
+
+// Acquire starts (or reuses) the host with the rule's configuration and a
+// proxy in front of it.
+func (t *Target) Acquire(ctx context.Context, cfg target.Config) (*target.Host, error) {
+	asked := sections(cfg)
+	run := cfg
+	if t.Rule.Config != nil {
+		altered := sections(cfg)
+		t.Rule.Config(altered)
+		fams := map[string]any{}
+		for k, v := range altered {
+			fams[k] = v
+		}
+		c, err := target.NewConfig(fams, cfg.Seams())
+		if err != nil {
+			return nil, err
+		}
+		run = c
+	}
+	h, err := t.Inner.Acquire(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	h = target.WithConfig(h, cfg)
+	var logs func() []string
+	if t.Rule.Logs != nil {
+		if _, ok := h.Logs(); ok {
+			logs = func() []string { l, _ := h.Logs(); return t.Rule.Logs(l) }
+		}
+	}
+	if h.HTTP == "" || (t.Rule.Intercept == nil && t.Rule.Response == nil) {
+		return target.Wrap(h, h.HTTP, h.AGTP, logs), nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	proxyURL, ok := t.byCfg[cfg.Digest()]
+	if !ok {
+		proxyURL, err = t.proxy(h.HTTP, asked)
+		if err != nil {
+			return nil, err
+		}
+		if t.byCfg == nil {
+			t.byCfg = map[string]string{}
+		}
+		t.byCfg[cfg.Digest()] = proxyURL
+	}
+	return target.Wrap(h, proxyURL, h.AGTP, logs), nil
+}
+
+func (t *Target) proxy(upstream string, cfg map[string]map[string]any) (string, error) {
+	u, err := url.Parse(upstream)
+	if err != nil {
+		return "", err
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		x, _ := resp.Request.Context().Value(exchangeKey{}).(*Exchange)
+		if x == nil || t.Rule.Response == nil {
+			return nil
+		}
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		r := &Response{Status: resp.StatusCode, Header: resp.Header, Body: body}
+		t.Rule.Response(x, r)
+		resp.StatusCode = r.Status
+		resp.Status = strconv.Itoa(r.Status) + " " + http.StatusText(r.Status)
+		resp.Header = r.Header
+		resp.Header.Set("Content-Length", strconv.Itoa(len(r.Body)))
+		resp.ContentLength = int64(len(r.Body))
+		resp.Body = io.NopCloser(bytes.NewReader(r.Body))
+		return nil
+	}
+	h := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(req.Body, 8<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		x := &Exchange{Method: req.Method, Path: req.URL.Path, Query: req.URL.Query(), Header: req.Header.Clone(), Body: body, Config: cfg}
+		if t.Rule.Intercept != nil {
+			if r := t.Rule.Intercept(x); r != nil {
+				for k, vs := range r.Header {
+					w.Header()[k] = vs
+				}
+				w.WriteHeader(r.Status)
+				_, _ = w.Write(r.Body)
+				return
+			}
+		}
+		// Keep "no body" distinct from "empty body" on the way through.
+		if req.ContentLength != 0 || len(body) > 0 {
+			req.Body = io.NopCloser(bytes.NewReader(body))
+		} else {
+			req.Body = http.NoBody
+		}
+		rp.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), exchangeKey{}, x)))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h}
+	go func() { _ = srv.Serve(ln) }()
+	t.proxies = append(t.proxies, srv)
+	return "http://" + ln.Addr().String(), nil
+}
+
+type exchangeKey struct{}
+
+// Close stops the proxies and the inner target.
+func (t *Target) Close() error {
+	t.mu.Lock()
+	ps := t.proxies
+	t.proxies = nil
+	t.mu.Unlock()
+	for _, p := range ps {
+		_ = p.Close()
+	}
+	return t.Inner.Close()
+}
+
+// Rules returns every rule, keyed by requirement id.
+func Rules() map[string]Rule {
+	out := map[string]Rule{}
+	for _, set := range [][]Rule{contractRefineRules} {
+		for _, r := range set {
+			if _, dup := out[r.ID]; dup {
+				panic(fmt.Sprintf("sabotage: two rules for %s", r.ID))
+			}
+			out[r.ID] = r
+		}
+	}
+	return out
+}

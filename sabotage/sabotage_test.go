@@ -1,0 +1,125 @@
+package sabotage_test
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/sabotage"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
+)
+
+func load(t *testing.T) (*scenarios.Registry, *scenarios.Corpus) {
+	t.Helper()
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := scenarios.LoadCorpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, corpus
+}
+
+// witnessed lists the ids that have scenarios: every one of them needs a rule.
+func witnessed(corpus *scenarios.Corpus) []string {
+	seen := map[string]bool{}
+	for _, s := range corpus.Scenarios {
+		for _, id := range s.ReqIDs {
+			seen[id] = true
+		}
+	}
+	var ids []string
+	for id := range seen {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// TestEveryRequirementFailsAgainstItsSabotagedHost runs each requirement's
+// scenarios against a host broken for exactly that requirement and expects
+// executed-fail on that id: a requirement the suite cannot fail is not tested.
+func TestEveryRequirementFailsAgainstItsSabotagedHost(t *testing.T) {
+	reg, corpus := load(t)
+	rules := sabotage.Rules()
+	for _, id := range witnessed(corpus) {
+		rule, ok := rules[id]
+		if !ok {
+			t.Errorf("%s: no sabotage rule; add one in sabotage/", id)
+			continue
+		}
+		t.Run(id, func(t *testing.T) {
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Rows {
+				if r.ID != id {
+					continue
+				}
+				if r.Result != steps.ExecutedFail {
+					t.Errorf("against a host that %s, %s is %s, want executed-fail (%s)", rule.Broken, id, r.Result, r.Detail)
+				}
+				return
+			}
+			t.Errorf("%s: no row in the result", id)
+		})
+	}
+}
+
+// TestProxyIsTransparent is the control: the same proxy with a rule that
+// changes nothing must leave every requirement passing, so a sabotage
+// failure is the rule's doing and not the proxy's.
+func TestProxyIsTransparent(t *testing.T) {
+	reg, corpus := load(t)
+	noop := sabotage.Rule{ID: "none", Response: func(*sabotage.Exchange, *sabotage.Response) {}}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: noop}
+	defer tgt.Close()
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res.Rows {
+		if r.Result != steps.ExecutedPass {
+			t.Errorf("%s through a pass-through proxy: %s (%s)", r.ID, r.Result, r.Detail)
+		}
+	}
+}
+
+// TestNoOrphanRules keeps the rule set and the registry in step.
+func TestNoOrphanRules(t *testing.T) {
+	reg, _ := load(t)
+	for id := range sabotage.Rules() {
+		if _, ok := reg.Lookup(id); !ok {
+			t.Errorf("sabotage rule for %s, which is not in the registry", id)
+		}
+	}
+}
+
+// TestMatrixDocIsCurrent checks docs/sabotage.md against the rules; run with
+// PARLEY_UPDATE_DOCS=1 to rewrite it.
+func TestMatrixDocIsCurrent(t *testing.T) {
+	want := sabotage.Matrix()
+	path := "../docs/sabotage.md"
+	if os.Getenv("PARLEY_UPDATE_DOCS") == "1" {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(got)) != strings.TrimSpace(want) {
+		t.Errorf("docs/sabotage.md is out of date with sabotage.Rules(); regenerate with PARLEY_UPDATE_DOCS=1 go test ./sabotage -run TestMatrixDocIsCurrent")
+	}
+}
