@@ -5,6 +5,7 @@ import (
 
 	"github.com/parley-conformance/parley/refhost/contractrefine"
 	"github.com/parley-conformance/parley/refhost/hostenv"
+	"github.com/parley-conformance/parley/refhost/openwop"
 )
 
 // familySpecs lists every family the reference host can serve, with the
@@ -19,6 +20,18 @@ var familySpecs = []familySpec{
 				return nil, err
 			}
 			return contractrefine.Open(cfg, env)
+		},
+	},
+	{
+		name:     "openwop",
+		patterns: openwop.Paths,
+		seams:    openwop.SeamPrefix,
+		open: func(section json.RawMessage, env hostenv.Env) (family, error) {
+			var cfg openwop.Config
+			if err := decodeStrict(section, &cfg); err != nil {
+				return nil, err
+			}
+			return openwop.Open(cfg, env)
 		},
 	},
 }

@@ -55,7 +55,10 @@ type family interface {
 type familySpec struct {
 	name     string
 	patterns []string
-	open     func(section json.RawMessage, env hostenv.Env) (family, error)
+	// seams is where the family's test seams mount; default
+	// /conformance/seams/<name>/.
+	seams string
+	open  func(section json.RawMessage, env hostenv.Env) (family, error)
 }
 
 // decodeStrict reads a family section and refuses unknown fields, so that a
@@ -127,7 +130,11 @@ func Start(opts Options) (*Host, error) {
 			mux.Handle(p, f.Handler())
 		}
 		if seams {
-			seamMux.Handle("/conformance/seams/"+name+"/", f.Seams())
+			prefix := spec.seams
+			if prefix == "" {
+				prefix = "/conformance/seams/" + name + "/"
+			}
+			seamMux.Handle(prefix, f.Seams())
 		}
 	}
 	if seams {

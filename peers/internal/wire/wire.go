@@ -1,0 +1,113 @@
+// Package wire holds what the fake peers and the suite-side clients share:
+// version ordering, bounded reads and a hardened HTTP client. Everything
+// here assumes the other side may be hostile.
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for suite-side clients.
+const (
+	DefaultTimeout = 10 * time.Second
+	DefaultMaxBody = 1 << 20
+)
+
+// Compare orders A2A versions ("0.3" < "1.0") and MCP date revisions
+// ("2025-03-26" < "2025-06-18"): dot- and dash-separated parts, numeric parts
+// compared as numbers.
+func Compare(a, b string) int {
+	split := func(s string) []string {
+		return strings.FieldsFunc(s, func(r rune) bool { return r == '.' || r == '-' })
+	}
+	pa, pb := split(a), split(b)
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		na, ea := strconv.ParseUint(pa[i], 10, 64)
+		nb, eb := strconv.ParseUint(pb[i], 10, 64)
+		if ea == nil && eb == nil {
+			if na != nb {
+				if na < nb {
+					return -1
+				}
+				return 1
+			}
+			continue
+		}
+		if c := strings.Compare(pa[i], pb[i]); c != 0 {
+			return c
+		}
+	}
+	if len(pa) != len(pb) {
+		if len(pa) < len(pb) {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// Choose is how a fake server answers a requested version: the version
+// itself when supported, else the newest supported version not newer than
+// it, else the newest supported version. ok is false when supported is empty.
+func Choose(supported []string, requested string) (string, bool) {
+	if len(supported) == 0 {
+		return "", false
+	}
+	vs := slices.Clone(supported)
+	slices.SortFunc(vs, Compare)
+	if requested != "" && slices.Contains(vs, requested) {
+		return requested, true
+	}
+	best := ""
+	for _, v := range vs {
+		if requested != "" && Compare(v, requested) <= 0 {
+			best = v
+		}
+	}
+	if best == "" {
+		best = vs[len(vs)-1]
+	}
+	return best, true
+}
+
+// Digest is the SHA-256 hex of an origin, as an OpenWOP peerDigest.
+func Digest(origin string) string {
+	s := sha256.Sum256([]byte(origin))
+	return hex.EncodeToString(s[:])
+}
+
+// ReadLimited reads at most max bytes and fails past that rather than
+// truncating silently.
+func ReadLimited(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return b, err
+	}
+	if int64(len(b)) > max {
+		return b[:max], fmt.Errorf("body exceeds %d bytes", max)
+	}
+	return b, nil
+}
+
+// Client returns c, or a client with the default deadline, that never
+// follows redirects: a step asserts on what the host itself answered.
+func Client(c *http.Client, timeout time.Duration) *http.Client {
+	if c != nil {
+		return c
+	}
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return &http.Client{
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
