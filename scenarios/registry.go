@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -99,6 +100,10 @@ func loadRegistry(fsys fs.FS) (*Registry, error) {
 		dec := toml.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ff); err != nil {
+			var strict *toml.StrictMissingError
+			if errors.As(err, &strict) {
+				return nil, fmt.Errorf("registry %s: unknown field:\n%s", name, strict.String())
+			}
 			return nil, fmt.Errorf("registry %s: %w", name, err)
 		}
 		if want := strings.TrimSuffix(path.Base(name), ".toml"); ff.Family != want {
