@@ -40,7 +40,7 @@ func (v verifier) Verify(_ context.Context, data, sig []byte) error {
 	}
 	return nil
 }
-func (v verifier) KeyID() (string, error) { return KeyID(v.key), nil }
+func (v verifier) KeyID() (string, error)   { return KeyID(v.key), nil }
 func (v verifier) Public() crypto.PublicKey { return v.key }
 
 // Sign serializes the statement and wraps it in a DSSE envelope. The

@@ -7,6 +7,7 @@ package refhost
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,13 +32,21 @@ type Options struct {
 	DataDir string
 	// Listen is the HTTP listen address; empty means 127.0.0.1:0.
 	Listen string
-	Logger *slog.Logger
+	// AGTPListen is the AGTP/1.0 listen address of a family that serves
+	// AGTP (the "agtp" section); empty means 127.0.0.1:0.
+	AGTPListen string
+	Logger     *slog.Logger
 }
 
 // Host is a running reference host.
 type Host struct {
 	// URL is the base URL of the HTTP listener.
 	URL string
+	// AGTPAddr is the host:port of the AGTP/1.0 listener, when the
+	// configuration has an "agtp" section; AGTPTLS says whether it speaks
+	// TLS 1.3 (else plaintext, loopback only).
+	AGTPAddr string
+	AGTPTLS  bool
 
 	srv      *http.Server
 	families []family
@@ -49,6 +58,15 @@ type family interface {
 	Handler() http.Handler
 	Seams() http.Handler
 	Close() error
+}
+
+// agtpFamily is implemented by a family that serves AGTP/1.0 on a listener
+// of its own (beside the HTTP one, which still carries its seams).
+type agtpFamily interface {
+	ServeAGTP(l net.Listener) error
+	// AGTPTLS is the server's TLS configuration, or nil for plaintext
+	// (which the AGTP server accepts from loopback peers only).
+	AGTPTLS() *tls.Config
 }
 
 // familySpec tells the assembler how to open a family and which paths it owns.
@@ -137,6 +155,20 @@ func Start(opts Options) (*Host, error) {
 			seamMux.Handle(prefix, f.Seams())
 		}
 	}
+	for _, f := range h.families {
+		af, ok := f.(agtpFamily)
+		if !ok {
+			continue
+		}
+		if h.AGTPAddr != "" {
+			h.closeFamilies()
+			return nil, errors.New("refhost: more than one family serves AGTP")
+		}
+		if err := h.listenAGTP(af, opts.AGTPListen, log); err != nil {
+			h.closeFamilies()
+			return nil, err
+		}
+	}
 	if seams {
 		mux.Handle("/conformance/seams/", seamMux)
 		log.Warn("test seams are enabled; never expose this host to untrusted callers")
@@ -165,8 +197,31 @@ func Start(opts Options) (*Host, error) {
 			log.Error("http listener stopped", "err", err)
 		}
 	}()
-	log.Info("refhost listening", "url", h.URL, "families", strings.Join(names, ","), "seams", seams)
+	log.Info("refhost listening", "url", h.URL, "agtp", h.AGTPAddr, "agtp_tls", h.AGTPTLS, "families", strings.Join(names, ","), "seams", seams)
 	return h, nil
+}
+
+// listenAGTP opens the AGTP listener (TLS 1.3 when the family has TLS
+// material) and serves it until the family closes.
+func (h *Host) listenAGTP(f agtpFamily, addr string, log *slog.Logger) error {
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("refhost: agtp listener: %w", err)
+	}
+	if tc := f.AGTPTLS(); tc != nil {
+		ln = tls.NewListener(ln, tc)
+		h.AGTPTLS = true
+	}
+	h.AGTPAddr = ln.Addr().String()
+	go func() {
+		if err := f.ServeAGTP(ln); err != nil && !strings.Contains(err.Error(), "server closed") {
+			log.Error("agtp listener stopped", "err", err)
+		}
+	}()
+	return nil
 }
 
 func (h *Host) closeFamilies() error {
@@ -182,8 +237,14 @@ func (h *Host) closeFamilies() error {
 func (h *Host) Close() error {
 	var errs []error
 	if h.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		errs = append(errs, h.srv.Shutdown(ctx))
+		// Let in-flight requests finish, but do not wait out connections
+		// that were opened and never used (Shutdown gives those 5 s).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		if err := h.srv.Shutdown(ctx); errors.Is(err, context.DeadlineExceeded) {
+			_ = h.srv.Close()
+		} else {
+			errs = append(errs, err)
+		}
 		cancel()
 	}
 	errs = append(errs, h.closeFamilies())

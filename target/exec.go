@@ -3,6 +3,8 @@ package target
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,8 +132,12 @@ func (t *Exec) Configurations() []Config { return t.p.configurations() }
 
 // Subject is the command's executable, hashed when it can be found.
 func (t *Exec) Subject() Subject {
-	name := t.SubjectName
 	fields := strings.Fields(t.Command)
+	// Skip leading VAR=value assignments to find the executable.
+	for len(fields) > 0 && strings.Contains(fields[0], "=") {
+		fields = fields[1:]
+	}
+	name := t.SubjectName
 	if name == "" && len(fields) > 0 {
 		name = filepath.Base(fields[0])
 	}
@@ -140,12 +146,15 @@ func (t *Exec) Subject() Subject {
 		if p, err := exec.LookPath(fields[0]); err == nil {
 			if d, err := fileSHA256(p); err == nil {
 				s.Digest["sha256"] = d
+				return s
 			}
 		}
 	}
-	if len(s.Digest) == 0 {
-		s.Note = "the command's executable could not be hashed; name the build with --subject"
-	}
+	// An in-toto subject needs a digest: fall back to the command line's,
+	// and say that it identifies no build.
+	sum := sha256.Sum256([]byte(t.Command))
+	s.Digest["sha256"] = hex.EncodeToString(sum[:])
+	s.Note = "digest of the command line, not of a build: its executable could not be hashed; name the build with --subject"
 	return s
 }
 

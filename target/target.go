@@ -168,3 +168,21 @@ func (l *lineLog) snapshot() []string {
 	}
 	return out
 }
+
+// Wrap returns a host reached at other addresses than h (a proxy in front of
+// it), keeping h's configuration; logs, when non-nil, replaces how its log is
+// read.
+func Wrap(h *Host, httpURL, agtp string, logs func() []string) *Host {
+	if logs == nil {
+		logs = h.logs
+	}
+	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, logs: logs}
+}
+
+// WithConfig returns h as though it ran cfg: for a wrapper that started the
+// host with an altered configuration and must report the one asked for.
+func WithConfig(h *Host, cfg Config) *Host {
+	c := *h
+	c.Config = cfg
+	return &c
+}

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/refhost"
+)
+
+// The test binary doubles as the parley command when PARLEY_AS_MAIN is set,
+// so the exec target can be tested against `parley refhost` without a build.
+func TestMain(m *testing.M) {
+	if os.Getenv("PARLEY_AS_MAIN") == "1" {
+		os.Exit(execute(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+func self(t *testing.T) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "PARLEY_AS_MAIN=1 " + exe
+}
+
+const slice = "@profile:contractrefine-tool-binding"
+
+func TestRunWritesAVerifiableBundleAndReports(t *testing.T) {
+	out := t.TempDir()
+	if code := execute([]string{"run", "--quiet", "--tags", slice, "--out", out}); code != exitOK {
+		t.Fatalf("run exited %d", code)
+	}
+	for _, f := range []string{"bundle.dsse.json", "ephemeral.pub", "junit.xml", "cucumber.json", "report.html"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s missing or empty: %v", f, err)
+		}
+	}
+	var cuc []map[string]any
+	b, _ := os.ReadFile(filepath.Join(out, "cucumber.json"))
+	if err := json.Unmarshal(b, &cuc); err != nil || len(cuc) == 0 {
+		t.Errorf("cucumber.json is not a cucumber report: %v", err)
+	}
+	bundle, pub := filepath.Join(out, "bundle.dsse.json"), filepath.Join(out, "ephemeral.pub")
+	if code := execute([]string{"verify", bundle, "--key", pub}); code != exitOK {
+		t.Fatalf("verify of a fresh bundle exited %d", code)
+	}
+	raw, _ := os.ReadFile(bundle)
+	raw[len(raw)/2] ^= 0x20
+	changed := filepath.Join(out, "changed.dsse.json")
+	if err := os.WriteFile(changed, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := execute([]string{"verify", changed, "--key", pub}); code != exitFailed {
+		t.Fatalf("verify of a changed bundle exited %d, want %d", code, exitFailed)
+	}
+	if code := execute([]string{"report", bundle, "--key", pub, "--out", filepath.Join(out, "again.html")}); code != exitOK {
+		t.Fatalf("report exited %d", code)
+	}
+}
+
+func TestUsageErrorsExitTwo(t *testing.T) {
+	out := t.TempDir()
+	for _, args := range [][]string{
+		{"run", "--out", out, "--tags", "@req:no.such.requirement"},
+		{"run", "--out", out, "--tags", "@profile:contractrefine-preflight and @req:x"},
+		{"run", "--out", out, "--tags", "not @x"},
+		{"run", "--out", out, "--target", "bogus"},
+		{"run", "--out", out, "--target", "exec"},
+		{"run", "--out", out, "--target", "url", "--url", "http://127.0.0.1:1"},
+		{"run", "--out", out, "--profile", "no-such-profile"},
+		{"run", "--out", out, "--format", "pdf"},
+		{"run", "--out", out, "--key", filepath.Join(out, "missing.key")},
+		{"run", "--no-such-flag"},
+		{"verify", filepath.Join(out, "b.json")},
+		{"requirements", "--family", "nope"},
+		{"frobnicate"},
+	} {
+		if code := execute(args); code != exitUsage {
+			t.Errorf("parley %s exited %d, want %d", strings.Join(args, " "), code, exitUsage)
+		}
+	}
+}
+
+func TestEnvironmentSuppliesFlagsAndFlagsWin(t *testing.T) {
+	out := t.TempDir()
+	t.Setenv("PARLEY_TAGS", "@req:no.such.requirement")
+	if code := execute([]string{"run", "--quiet", "--out", out}); code != exitUsage {
+		t.Fatalf("PARLEY_TAGS was not applied: exit %d", code)
+	}
+	if code := execute([]string{"run", "--quiet", "--out", out, "--tags", slice}); code != exitOK {
+		t.Fatalf("--tags did not win over PARLEY_TAGS: exit %d", code)
+	}
+}
+
+func TestKeygenAndSignedRun(t *testing.T) {
+	dir := t.TempDir()
+	if code := execute([]string{"keygen", "--out", dir}); code != exitOK {
+		t.Fatalf("keygen exited %d", code)
+	}
+	st, err := os.Stat(filepath.Join(dir, "parley.key"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("private key mode %v, want 0600 (%v)", st.Mode().Perm(), err)
+	}
+	if code := execute([]string{"keygen", "--out", dir}); code != exitUsage {
+		t.Fatalf("keygen over an existing key exited %d, want %d", code, exitUsage)
+	}
+	out := filepath.Join(dir, "out")
+	if code := execute([]string{"run", "--quiet", "--tags", slice, "--out", out, "--key", filepath.Join(dir, "parley.key")}); code != exitOK {
+		t.Fatalf("signed run exited %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(out, "ephemeral.pub")); err == nil {
+		t.Error("a run signed with --key wrote an ephemeral key")
+	}
+	if code := execute([]string{"verify", filepath.Join(out, "bundle.dsse.json"), "--key", filepath.Join(dir, "parley.pub")}); code != exitOK {
+		t.Fatalf("verify with the signing key exited %d", code)
+	}
+	other := t.TempDir()
+	execute([]string{"keygen", "--out", other})
+	if code := execute([]string{"verify", filepath.Join(out, "bundle.dsse.json"), "--key", filepath.Join(other, "parley.pub")}); code != exitFailed {
+		t.Fatalf("verify with another key exited %d, want %d", code, exitFailed)
+	}
+}
+
+// TestExecTargetCertifiesTheRefhostAsAnExternalHost runs `parley refhost`
+// through the exec adapter contract.
+func TestExecTargetCertifiesTheRefhostAsAnExternalHost(t *testing.T) {
+	out := t.TempDir()
+	code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", self(t) + " refhost", "--tags", "@profile:contractrefine-preflight", "--out", out})
+	if code != exitOK {
+		t.Fatalf("exec run exited %d", code)
+	}
+	st := readStatement(t, out)
+	if st.Predicate.Target.Kind != "exec" || st.Predicate.Totals.ExecutedPass != st.Predicate.Totals.Requirements {
+		t.Fatalf("want every requirement passed through exec: %+v", st.Predicate.Totals)
+	}
+}
+
+// TestAHostThatNeverStartsIsBlockedNotPassed: a command that exits without
+// its ready line blocks every scenario; --strict turns that into a failure.
+func TestAHostThatNeverStartsIsBlockedNotPassed(t *testing.T) {
+	out := t.TempDir()
+	args := []string{"run", "--quiet", "--target", "exec", "--exec", "echo not ready; exit 3 #", "--tags", slice, "--out", out}
+	if code := execute(args); code != exitOK {
+		t.Fatalf("a blocked run without --strict exited %d", code)
+	}
+	st := readStatement(t, out)
+	if st.Predicate.Totals.Blocked != st.Predicate.Totals.Requirements || st.Predicate.Totals.Requirements == 0 {
+		t.Fatalf("want every requirement blocked: %+v", st.Predicate.Totals)
+	}
+	if code := execute(append(args, "--strict")); code != exitFailed {
+		t.Fatalf("a blocked run with --strict exited %d, want %d", code, exitFailed)
+	}
+}
+
+// TestURLTargetBlocksWhatTheHostDoesNotDeclareAndFailsWhatItBreaks points the
+// url target at a running refhost whose declared configuration lies about its
+// mode: scenarios needing another configuration are blocked, and those that
+// run against the lie fail.
+func TestURLTargetBlocksWhatTheHostDoesNotDeclareAndFailsWhatItBreaks(t *testing.T) {
+	h, err := refhost.Start(refhost.Options{Config: []byte(`{"contractrefine":{"mode":"advisory"}}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	dir := t.TempDir()
+	declared := filepath.Join(dir, "declared.json")
+	if err := os.WriteFile(declared, []byte(`{"contractrefine":{"mode":"enforce"}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code := execute([]string{"run", "--quiet", "--target", "url", "--url", h.URL, "--host-config", declared, "--tags", slice, "--out", out})
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d", code, exitFailed)
+	}
+	st := readStatement(t, out)
+	tot := st.Predicate.Totals
+	if tot.Blocked == 0 || tot.ExecutedFail == 0 {
+		t.Fatalf("want some blocked and some failed: %+v", tot)
+	}
+}
+
+func readStatement(t *testing.T, out string) evidence.Statement {
+	t.Helper()
+	st, err := verifyBundle(filepath.Join(out, "bundle.dsse.json"), filepath.Join(out, "ephemeral.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *st
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/parley-conformance/parley/refhost"
+	"github.com/parley-conformance/parley/target"
+)
+
+func newRefhostCmd() *cobra.Command {
+	var data, listen string
+	c := &cobra.Command{
+		Use:   "refhost CONFIG.json",
+		Short: "Run the bundled reference host with a configuration document",
+		Long: `Refhost serves the reference host configured by CONFIG.json (see
+schemas/host-config.json) until interrupted. When it serves it prints one
+line on stdout, {"parley":"ready","http":"http://…"}: the exec target's
+adapter contract, so 'parley run --target exec --exec "parley refhost"'
+certifies the reference host as an external host would be.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := os.ReadFile(args[0])
+			if err != nil {
+				return usage("%v", err)
+			}
+			if _, err := target.ParseConfig(b); err != nil {
+				return usage("%s: %v", args[0], err)
+			}
+			h, err := refhost.Start(refhost.Options{
+				Config:  b,
+				DataDir: data,
+				Listen:  listen,
+				Logger:  slog.New(slog.NewTextHandler(os.Stderr, nil)),
+			})
+			if err != nil {
+				return usage("%v", err)
+			}
+			ready, _ := json.Marshal(target.ReadyLine{Parley: "ready", HTTP: h.URL})
+			fmt.Fprintln(cmd.OutOrStdout(), string(ready))
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			<-sig
+			return h.Close()
+		},
+	}
+	c.Flags().StringVar(&data, "data", "", "directory for durable state (default: a temporary directory removed at exit)")
+	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "HTTP listen address")
+	return c
+}
+
+func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

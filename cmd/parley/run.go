@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
+)
+
+type runFlags struct {
+	target      string
+	execCmd     string
+	url         string
+	agtp        string
+	hostConfig  string
+	tags        string
+	profiles    []string
+	out         string
+	formats     []string
+	key         string
+	seed        int64
+	concurrency int
+	strict      bool
+	subject     string
+	quiet       bool
+}
+
+var allFormats = []string{"bundle", "junit", "cucumber", "html"}
+
+func newRunCmd() *cobra.Command {
+	f := &runFlags{}
+	c := &cobra.Command{
+		Use:   "run",
+		Short: "Run the suite against a host and write a signed evidence bundle",
+		Long: `Run the suite against a host and write, into --out: bundle.dsse.json (the
+signed evidence), junit.xml, cucumber.json and report.html.
+
+Targets:
+  refhost  the bundled reference host, in-process (default)
+  exec     your command, run as '<command> <config.json>' once per host
+           configuration; it prints {"parley":"ready","http":"http://…"} when it serves
+  url      a host already running at --url with the configuration in --host-config
+
+Every flag may also be set in the environment as PARLEY_<FLAG> (for example
+PARLEY_TARGET=exec); a flag on the command line wins.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := envDefaults(cmd.Flags()); err != nil {
+				return err
+			}
+			return run(cmd.Context(), f, cmd.ErrOrStderr(), cmd.OutOrStdout())
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.target, "target", "refhost", "refhost, exec or url")
+	fl.StringVar(&f.execCmd, "exec", "", "command line of the host to start (target exec)")
+	fl.StringVar(&f.url, "url", "", "base URL of a running host's HTTP surface (target url)")
+	fl.StringVar(&f.agtp, "agtp", "", "host:port of a running host's AGTP listener (target url)")
+	fl.StringVar(&f.hostConfig, "host-config", "", "the configuration a running host declares (target url; schemas/host-config.json)")
+	fl.StringVar(&f.tags, "tags", "", "godog tag filter: ',' OR, '&&' AND, '~' NOT, e.g. '@profile:contractrefine-preflight && ~@req:contractrefine.preflight.mode.typo-startup-warning'")
+	fl.StringSliceVar(&f.profiles, "profile", nil, "profile to certify (repeatable); others are reported skipped (default: all)")
+	fl.StringVar(&f.out, "out", "parley-out", "directory for the bundle and reports")
+	fl.StringSliceVar(&f.formats, "format", allFormats, "outputs to write: bundle, junit, cucumber, html")
+	fl.StringVar(&f.key, "key", "", "ed25519 private key to sign with (from `parley keygen`); default: an ephemeral key, and the bundle says so")
+	fl.Int64Var(&f.seed, "seed", 0, "scenario order seed (default: random, printed)")
+	fl.IntVar(&f.concurrency, "concurrency", 4, "scenarios run at once")
+	fl.BoolVar(&f.strict, "strict", false, "a blocked requirement fails the run")
+	fl.StringVar(&f.subject, "subject", "", "name the host build certified, as NAME=sha256:HEX (default: derived from the target)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no per-scenario progress lines")
+	return c
+}
+
+// envDefaults applies PARLEY_<FLAG> for every flag not given on the command line.
+func envDefaults(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(fl *pflag.Flag) {
+		if fl.Changed || err != nil {
+			return
+		}
+		name := "PARLEY_" + strings.ToUpper(strings.ReplaceAll(fl.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if e := fs.Set(fl.Name, v); e != nil {
+				err = usage("%s=%q: %v", name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func buildTarget(f *runFlags) (target.Target, error) {
+	switch f.target {
+	case "refhost":
+		return target.NewRefhost(), nil
+	case "exec":
+		if f.execCmd == "" {
+			return nil, usage("--target exec needs --exec \"<command>\" (it is run as '<command> <config.json>')")
+		}
+		return target.NewExec(f.execCmd)
+	case "url":
+		if f.url == "" && f.agtp == "" {
+			return nil, usage("--target url needs --url (and/or --agtp) and --host-config")
+		}
+		if f.hostConfig == "" {
+			return nil, usage("--target url needs --host-config: the configuration the running host declares")
+		}
+		b, err := os.ReadFile(f.hostConfig)
+		if err != nil {
+			return nil, usage("--host-config: %v", err)
+		}
+		cfg, err := target.ParseConfig(b)
+		if err != nil {
+			return nil, usage("--host-config %s: %v", f.hostConfig, err)
+		}
+		return &target.URL{HTTP: f.url, AGTP: f.agtp, Declared: cfg}, nil
+	default:
+		return nil, usage("--target %q: want refhost, exec or url", f.target)
+	}
+}
+
+// subjectTarget overrides the target's idea of what build it certifies.
+type subjectTarget struct {
+	target.Target
+	s target.Subject
+}
+
+func (t subjectTarget) Subject() target.Subject { return t.s }
+
+func parseSubject(s string) (target.Subject, error) {
+	name, dig, ok := strings.Cut(s, "=")
+	alg, hex, ok2 := strings.Cut(dig, ":")
+	if !ok || !ok2 || name == "" || alg != "sha256" || len(hex) != 64 {
+		return target.Subject{}, usage("--subject %q: want NAME=sha256:<64 hex digits>", s)
+	}
+	return target.Subject{Name: name, Digest: map[string]string{"sha256": strings.ToLower(hex)}}, nil
+}
+
+func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	for _, fm := range f.formats {
+		if !contains(allFormats, fm) {
+			return usage("--format %q: want some of %s", fm, strings.Join(allFormats, ", "))
+		}
+	}
+	if _, err := scenarios.ParseFilter(f.tags); err != nil {
+		return usage("--tags: %v", err)
+	}
+	// Load the signing key before running, so a bad key fails in a second,
+	// not after the whole suite.
+	var (
+		priv      ed25519.PrivateKey
+		ephemeral bool
+	)
+	if f.key != "" {
+		k, err := evidence.ReadPrivateKey(f.key)
+		if err != nil {
+			return usage("--key: %v", err)
+		}
+		priv = k
+	} else {
+		_, k, err := evidence.GenerateKey()
+		if err != nil {
+			return withCode(exitIncomplete, err)
+		}
+		priv, ephemeral = k, true
+	}
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		return withCode(exitIncomplete, err)
+	}
+	corpus, err := scenarios.LoadCorpus()
+	if err != nil {
+		return withCode(exitIncomplete, err)
+	}
+	tgt, err := buildTarget(f)
+	if err != nil {
+		return err
+	}
+	defer tgt.Close()
+	if f.subject != "" {
+		s, err := parseSubject(f.subject)
+		if err != nil {
+			return err
+		}
+		tgt = subjectTarget{tgt, s}
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return usage("--out: %v", err)
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
+	defer stop()
+	opt := runner.Options{Target: tgt, Tags: f.tags, Profiles: f.profiles, Concurrency: f.concurrency, Seed: f.seed}
+	if !f.quiet {
+		opt.Progress = stderr
+	}
+	if contains(f.formats, "cucumber") {
+		opt.CucumberJSON = filepath.Join(f.out, "cucumber.json")
+	}
+	fmt.Fprintf(stderr, "parley: running against target %s (seed printed below; rerun an order with --seed)\n", tgt.Kind())
+	res, err := runner.Run(ctx, reg, corpus, opt)
+	if errors.Is(err, runner.ErrUsage) {
+		return withCode(exitUsage, err)
+	}
+	if err != nil {
+		return withCode(exitIncomplete, err)
+	}
+	if ctx.Err() != nil {
+		return withCode(exitIncomplete, errors.New("interrupted; no bundle written"))
+	}
+
+	pub := priv.Public().(ed25519.PublicKey)
+	st := evidence.Build(reg, corpus, res, tgt, f.strict, evidence.SigningInfo{KeyID: evidence.KeyID(pub), Ephemeral: ephemeral})
+	var written []string
+	write := func(name string, fn func(io.Writer) error) error {
+		path := filepath.Join(f.out, name)
+		fh, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if err := fn(fh); err != nil {
+			fh.Close()
+			return err
+		}
+		written = append(written, path)
+		return fh.Close()
+	}
+	if contains(f.formats, "bundle") {
+		env, err := evidence.Sign(st, priv)
+		if err != nil {
+			return withCode(exitIncomplete, err)
+		}
+		if err := write("bundle.dsse.json", func(w io.Writer) error { _, err := w.Write(env); return err }); err != nil {
+			return withCode(exitIncomplete, err)
+		}
+		if ephemeral {
+			der, _ := x509.MarshalPKIXPublicKey(pub)
+			if err := write("ephemeral.pub", func(w io.Writer) error { _, err := w.Write(evidence.EncodePublicKey(der)); return err }); err != nil {
+				return withCode(exitIncomplete, err)
+			}
+		}
+	}
+	if contains(f.formats, "junit") {
+		if err := write("junit.xml", func(w io.Writer) error { return evidence.WriteJUnit(w, st) }); err != nil {
+			return withCode(exitIncomplete, err)
+		}
+	}
+	if contains(f.formats, "cucumber") {
+		written = append(written, opt.CucumberJSON)
+	}
+	if contains(f.formats, "html") {
+		how := "signed with key " + st.Predicate.Signing.KeyID
+		if ephemeral {
+			how = "signed with an ephemeral key"
+		}
+		if err := write("report.html", func(w io.Writer) error { return evidence.RenderHTML(w, st, reg, how) }); err != nil {
+			return withCode(exitIncomplete, err)
+		}
+	}
+
+	return summarize(stdout, st, reg, res.Seed, written, f.strict, ephemeral)
+}
+
+func summarize(w io.Writer, st evidence.Statement, reg *scenarios.Registry, seed int64, written []string, strict, ephemeral bool) error {
+	t := st.Predicate.Totals
+	fmt.Fprintf(w, "\nparley: %d requirements: %d executed-pass, %d executed-fail, %d blocked, %d skipped, %d inapplicable (seed %d)\n",
+		t.Requirements, t.ExecutedPass, t.ExecutedFail, t.Blocked, t.Skipped, t.Inapplicable, seed)
+	failed := false
+	for _, r := range st.Predicate.Requirements {
+		e, _ := reg.Lookup(r.ID)
+		switch {
+		case r.Result == steps.ExecutedFail && e.Scored():
+			failed = true
+			fmt.Fprintf(w, "  FAIL     %s\n           %s\n", r.ID, firstLine(r.Detail))
+		case r.Result == steps.Blocked:
+			if strict && e.Scored() {
+				failed = true
+			}
+			fmt.Fprintf(w, "  BLOCKED  %s\n           %s\n", r.ID, firstLine(r.Detail))
+		}
+	}
+	for _, p := range written {
+		fmt.Fprintf(w, "  wrote %s\n", p)
+	}
+	if ephemeral {
+		fmt.Fprintln(w, "  the bundle is signed with an ephemeral key (ephemeral.pub): it proves integrity, not who ran it; sign with --key for that")
+	}
+	if failed {
+		return &exitError{exitFailed, errors.New("some scored requirements did not pass")}
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

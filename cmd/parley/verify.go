@@ -1,0 +1,207 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/scenarios"
+)
+
+func loadSuite() (*scenarios.Registry, *scenarios.Corpus, error) {
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		return nil, nil, withCode(exitIncomplete, err)
+	}
+	corpus, err := scenarios.LoadCorpus()
+	if err != nil {
+		return nil, nil, withCode(exitIncomplete, err)
+	}
+	return reg, corpus, nil
+}
+
+func verifyBundle(bundlePath, keyPath string) (*evidence.Statement, error) {
+	if keyPath == "" {
+		return nil, usage("--key is required: the public key the bundle must be signed with (an ephemeral run writes ephemeral.pub beside the bundle)")
+	}
+	b, err := os.ReadFile(bundlePath)
+	if err != nil {
+		return nil, usage("%v", err)
+	}
+	kb, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, usage("--key: %v", err)
+	}
+	pub, err := evidence.ParsePublicKey(kb)
+	if err != nil {
+		return nil, usage("--key %s: %v", keyPath, err)
+	}
+	reg, corpus, err := loadSuite()
+	if err != nil {
+		return nil, err
+	}
+	st, err := evidence.Verify(b, pub, reg, corpus)
+	if err != nil {
+		return nil, withCode(exitFailed, fmt.Errorf("%s does not verify: %w", bundlePath, err))
+	}
+	return st, nil
+}
+
+func newVerifyCmd() *cobra.Command {
+	var key string
+	c := &cobra.Command{
+		Use:   "verify BUNDLE --key PUBLIC_KEY",
+		Short: "Verify an evidence bundle offline: signature, totals, ids, corpus",
+		Long: `Verify checks that BUNDLE is signed by PUBLIC_KEY, that no byte changed
+since, that its totals add up, that it claims no vacuous pass, that every
+requirement id is this suite's and appears once, and that it was produced
+from this suite's feature corpus and registry. Exit 0 when all hold, 1 when
+one does not (the message says which), 2 on a usage error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := verifyBundle(args[0], key)
+			if err != nil {
+				return err
+			}
+			p := st.Predicate
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: verified\n", filepath.Base(args[0]))
+			fmt.Fprintf(out, "  subject   %s %s\n", st.Subject[0].Name, digestList(st.Subject[0].Digest))
+			fmt.Fprintf(out, "  signed by %s%s\n", p.Signing.KeyID, map[bool]string{true: " (ephemeral key)", false: ""}[p.Signing.Ephemeral])
+			fmt.Fprintf(out, "  totals    %d requirements: %d executed-pass, %d executed-fail, %d blocked, %d skipped, %d inapplicable\n",
+				p.Totals.Requirements, p.Totals.ExecutedPass, p.Totals.ExecutedFail, p.Totals.Blocked, p.Totals.Skipped, p.Totals.Inapplicable)
+			fmt.Fprintf(out, "  profiles certified: %s\n", orNone(p.ProfilesCertified))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&key, "key", "", "PEM public key the bundle must be signed with")
+	return c
+}
+
+func digestList(d map[string]string) string {
+	var parts []string
+	for k, v := range d {
+		parts = append(parts, k+":"+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, " ")
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+func newKeygenCmd() *cobra.Command {
+	var out, name string
+	c := &cobra.Command{
+		Use:   "keygen",
+		Short: "Write an ed25519 key pair for signing bundles",
+		Long:  "Keygen writes NAME.key (PKCS #8 PEM, mode 0600) and NAME.pub (PKIX PEM) into --out. It never overwrites a file.",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pub, priv, err := evidence.GenerateKey()
+			if err != nil {
+				return withCode(exitIncomplete, err)
+			}
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return usage("--out: %v", err)
+			}
+			privPath, pubPath := filepath.Join(out, name+".key"), filepath.Join(out, name+".pub")
+			if err := evidence.WriteKeyPair(privPath, pubPath, pub, priv); err != nil {
+				return usage("%v (keygen never overwrites a key)", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s (private, 0600) and %s\nkey id %s\n", privPath, pubPath, evidence.KeyID(pub))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&out, "out", ".", "directory to write the key pair into")
+	c.Flags().StringVar(&name, "name", "parley", "file name stem")
+	return c
+}
+
+func newRequirementsCmd() *cobra.Command {
+	var family string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "requirements",
+		Short: "List the requirement registry: ids, levels, profiles, witnesses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			reg, corpus, err := loadSuite()
+			if err != nil {
+				return err
+			}
+			count := map[string]int{}
+			for _, s := range corpus.Scenarios {
+				for _, id := range s.ReqIDs {
+					count[id]++
+				}
+			}
+			var list []scenarios.Entry
+			for _, e := range reg.Entries {
+				if family == "" || e.Family == family {
+					list = append(list, e)
+				}
+			}
+			if len(list) == 0 {
+				return usage("no requirement in family %q (families: %s)", family, strings.Join(reg.Families(), ", "))
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), list)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tLEVEL\tPROFILE\tWITNESS\tSCENARIOS\tSECTION")
+			for _, e := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Level, e.Profile, e.Witness, count[e.ID], e.Section)
+			}
+			return tw.Flush()
+		},
+	}
+	c.Flags().StringVar(&family, "family", "", "only this family (agtp, openwop, contractrefine, agl)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func newReportCmd() *cobra.Command {
+	var key, out string
+	c := &cobra.Command{
+		Use:   "report BUNDLE --key PUBLIC_KEY",
+		Short: "Verify a bundle and render it as an HTML report",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := verifyBundle(args[0], key)
+			if err != nil {
+				return err
+			}
+			reg, _, err := loadSuite()
+			if err != nil {
+				return err
+			}
+			f, err := os.Create(out)
+			if err != nil {
+				return usage("--out: %v", err)
+			}
+			if err := evidence.RenderHTML(f, *st, reg, "verified with key "+st.Predicate.Signing.KeyID); err != nil {
+				f.Close()
+				return withCode(exitIncomplete, err)
+			}
+			if err := f.Close(); err != nil {
+				return withCode(exitIncomplete, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", out)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&key, "key", "", "PEM public key the bundle must be signed with")
+	c.Flags().StringVar(&out, "out", "report.html", "where to write the report")
+	return c
+}
