@@ -28,7 +28,7 @@ func NewRefhost() *Refhost {
 		if err != nil {
 			return nil, nil, err
 		}
-		return &Host{HTTP: h.URL, Config: cfg, logs: logs.snapshot}, h.Close, nil
+		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, Config: cfg, logs: logs.snapshot}, h.Close, nil
 	}
 	return t
 }

@@ -1,0 +1,104 @@
+package steps
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/parley-conformance/parley/target"
+)
+
+// hostAt makes a World whose target is a url host at u.
+func hostAt(t *testing.T, u string) (*World, context.Context) {
+	t.Helper()
+	cfg, err := target.NewConfig(map[string]any{"demo": map[string]any{}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewWorld(&target.URL{HTTP: u, Declared: cfg})
+	if err := w.Configure("demo", func(map[string]any) {}); err != nil {
+		t.Fatal(err)
+	}
+	return w, context.Background()
+}
+
+func TestAHungHostCannotHangTheSuite(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	w, ctx := hostAt(t, srv.URL)
+	w.HTTP.Timeout = 200 * time.Millisecond
+	start := time.Now()
+	_, err := w.Do(ctx, http.MethodGet, "/", nil, nil)
+	if err == nil {
+		t.Fatal("a host that never answers produced no error")
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("the exchange took %v despite its deadline", time.Since(start))
+	}
+}
+
+func TestAFloodingHostIsCutOff(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunk := []byte(strings.Repeat("x", 64<<10))
+		for i := 0; i < (MaxBodyBytes/len(chunk))+4; i++ {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	w, ctx := hostAt(t, srv.URL)
+	_, err := w.Do(ctx, http.MethodGet, "/", nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "over") {
+		t.Fatalf("want a body-limit error, got %v", err)
+	}
+}
+
+func TestAnUnsatisfiableConfigurationBlocks(t *testing.T) {
+	cfg, _ := target.NewConfig(map[string]any{"demo": map[string]any{"mode": "a"}}, false)
+	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg})
+	_ = w.Configure("demo", func(m map[string]any) { m["mode"] = "b" })
+	if _, err := w.Host(context.Background()); err == nil {
+		t.Fatal("want an error")
+	}
+	if o := w.Outcome(); o == nil || o.Verdict != Blocked {
+		t.Fatalf("want blocked, got %+v", o)
+	}
+}
+
+func TestAssertCountsAndFails(t *testing.T) {
+	w := NewWorld(nil)
+	if err := w.Assert(true, "fine"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Assert(false, "broken %d", 7); err == nil || err.Error() != "broken 7" {
+		t.Fatalf("got %v", err)
+	}
+	if w.Assertions() != 2 {
+		t.Fatalf("counted %d assertions", w.Assertions())
+	}
+}
+
+func TestIsUUIDv4(t *testing.T) {
+	for s, want := range map[string]bool{
+		"3f1c2a9e-8b7d-4c6e-9a5f-0d1e2f3a4b5c": true,
+		"3f1c2a9e-8b7d-1c6e-9a5f-0d1e2f3a4b5c": false, // version 1
+		"3f1c2a9e-8b7d-4c6e-7a5f-0d1e2f3a4b5c": false, // not the RFC 4122 variant
+		"3F1C2A9E-8B7D-4C6E-9A5F-0D1E2F3A4B5C": true,  // case does not change a UUID
+		"not-a-uuid":                           false,
+	} {
+		if IsUUIDv4(s) != want {
+			t.Errorf("IsUUIDv4(%q) != %v", s, want)
+		}
+	}
+}

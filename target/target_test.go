@@ -1,0 +1,99 @@
+package target
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigIsCanonical(t *testing.T) {
+	a, err := ParseConfig([]byte(`{"b": {"y": 1, "x": [2, 1]}, "a": {}, "seams": true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := ParseConfig([]byte(`{"seams":true,"a":{},"b":{"x":[2,1],"y":1}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest() != b.Digest() || string(a.JSON()) != `{"a":{},"b":{"x":[2,1],"y":1},"seams":true}` {
+		t.Fatalf("%s vs %s", a.JSON(), b.JSON())
+	}
+	for _, bad := range []string{`[]`, `null`, `{"seams": "yes"}`, `{`} {
+		if _, err := ParseConfig([]byte(bad)); err == nil {
+			t.Errorf("%s: want an error", bad)
+		}
+	}
+}
+
+func TestSatisfies(t *testing.T) {
+	host, _ := ParseConfig([]byte(`{"x": {"mode": "a"}, "y": {}, "seams": true}`))
+	for doc, want := range map[string]bool{
+		`{"x": {"mode": "a"}}`:                true,
+		`{"x": {"mode": "a"}, "seams": true}`: true,
+		`{"x": {"mode": "b"}}`:                false,
+		`{"x": {}}`:                           false,
+		`{"z": {}}`:                           false,
+	} {
+		want2, _ := ParseConfig([]byte(doc))
+		if host.Satisfies(want2) != want {
+			t.Errorf("%s: Satisfies != %v", doc, want)
+		}
+	}
+}
+
+func TestExecHostThatNeverSaysReadyTimesOut(t *testing.T) {
+	e, err := NewExec("sleep 30 #")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.StartTimeout = 300 * time.Millisecond
+	defer e.Close()
+	cfg, _ := ParseConfig([]byte(`{"x":{}}`))
+	start := time.Now()
+	_, err = e.Acquire(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "no ready line") {
+		t.Fatalf("want a ready-line timeout, got %v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("took %v", time.Since(start))
+	}
+}
+
+func TestExecHostReceivesItsConfigurationAndIsStopped(t *testing.T) {
+	// A shell "host" that echoes its config into its log and claims readiness.
+	e, err := NewExec(`cat >&2 <"$1"; echo '{"parley":"ready","http":"http://127.0.0.1:9/"}'; sleep 30 #`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := ParseConfig([]byte(`{"x":{"mode":"enforce"}}`))
+	h, err := e.Acquire(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.HTTP != "http://127.0.0.1:9" {
+		t.Fatalf("HTTP %q", h.HTTP)
+	}
+	again, _ := e.Acquire(context.Background(), cfg)
+	if again != h {
+		t.Fatal("one configuration started two hosts")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		logs, _ := h.Logs()
+		if strings.Contains(strings.Join(logs, "\n"), `"mode":"enforce"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host never saw its configuration: %q", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Fatalf("stopping took %v: SIGTERM to the process group did not end it", time.Since(start))
+	}
+}
