@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -26,11 +27,12 @@ func TestRefhostPassesEveryRequirement(t *testing.T) {
 	tgt := target.NewRefhost()
 	defer tgt.Close()
 	var progress strings.Builder
-	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Progress: &progress, Tags: os.Getenv("PARLEY_TAGS")})
+	seed, _ := strconv.ParseInt(os.Getenv("PARLEY_SEED"), 10, 64)
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Progress: &progress, Tags: os.Getenv("PARLEY_TAGS"), Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("seed %d (rerun in this order with PARLEY_SEED=%d)", res.Seed, res.Seed)
+	t.Logf("seed %d (rerun in this order with PARLEY_SEED=%d go test ./runner; narrow with PARLEY_TAGS)", res.Seed, res.Seed)
 	for _, r := range res.Rows {
 		e, _ := reg.Lookup(r.ID)
 		if r.Result != steps.ExecutedPass && e.Scored() {
