@@ -3,8 +3,6 @@ package target
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,8 +150,7 @@ func (t *Exec) Subject() Subject {
 	}
 	// An in-toto subject needs a digest: fall back to the command line's,
 	// and say that it identifies no build.
-	sum := sha256.Sum256([]byte(t.Command))
-	s.Digest["sha256"] = hex.EncodeToString(sum[:])
+	s.Digest["sha256"] = digestOfString(t.Command)
 	s.Note = "digest of the command line, not of a build: its executable could not be hashed; name the build with --subject"
 	return s
 }

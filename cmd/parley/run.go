@@ -25,6 +25,7 @@ import (
 type runFlags struct {
 	target      string
 	execCmd     string
+	image       string
 	url         string
 	agtp        string
 	hostConfig  string
@@ -55,6 +56,8 @@ Targets:
   exec     your command, run as '<command> <config.json>' once per host
            configuration; it prints {"parley":"ready","http":"http://…"} when it serves
   url      a host already running at --url with the configuration in --host-config
+  container  a local Docker image (--image), started once per configuration with
+           testcontainers-go; see docs/host-interface.md for the image contract
 
 Every flag may also be set in the environment as PARLEY_<FLAG> (for example
 PARLEY_TARGET=exec); a flag on the command line wins.`,
@@ -67,7 +70,8 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.target, "target", "refhost", "refhost, exec or url")
+	fl.StringVar(&f.target, "target", "refhost", "refhost, exec, url or container")
+	fl.StringVar(&f.image, "image", "", "image of the host (target container); it must already be on the Docker engine")
 	fl.StringVar(&f.execCmd, "exec", "", "command line of the host to start (target exec)")
 	fl.StringVar(&f.url, "url", "", "base URL of a running host's HTTP surface (target url)")
 	fl.StringVar(&f.agtp, "agtp", "", "host:port of a running host's AGTP listener (target url)")
@@ -127,8 +131,13 @@ func buildTarget(f *runFlags) (target.Target, error) {
 			return nil, usage("--host-config %s: %v", f.hostConfig, err)
 		}
 		return &target.URL{HTTP: f.url, AGTP: f.agtp, Declared: cfg}, nil
+	case "container":
+		if f.image == "" {
+			return nil, usage("--target container needs --image (an image already on the local Docker engine)")
+		}
+		return target.NewContainer(f.image)
 	default:
-		return nil, usage("--target %q: want refhost, exec or url", f.target)
+		return nil, usage("--target %q: want refhost, exec, url or container", f.target)
 	}
 }
 

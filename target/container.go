@@ -1,0 +1,131 @@
+package target
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
+)
+
+// The container adapter contract (docs/host-interface.md): the image's
+// entrypoint starts the host with the configuration path as its one
+// argument, serves HTTP on ContainerHTTPPort and AGTP on ContainerAGTPPort,
+// and prints the exec ready line once it serves.
+const (
+	ContainerConfigPath = "/etc/parley/config.json"
+	ContainerHTTPPort   = "8080/tcp"
+	ContainerAGTPPort   = "4480/tcp"
+)
+
+// Container starts an image once per configuration with testcontainers-go.
+// The image must already be present on the Docker engine: nothing is pulled.
+type Container struct {
+	Image        string
+	StartTimeout time.Duration
+	p            pool
+
+	mu      sync.Mutex
+	imageID string
+}
+
+// NewContainer returns a container target for an image reference.
+func NewContainer(image string) (*Container, error) {
+	if strings.TrimSpace(image) == "" {
+		return nil, errors.New("container target: empty image reference")
+	}
+	// The reaper container would have to be pulled, and no registry is
+	// reachable; the target removes its own containers at Close instead.
+	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
+		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+	}
+	t := &Container{Image: image, StartTimeout: 60 * time.Second}
+	t.p.start = t.start
+	return t, nil
+}
+
+func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error, error) {
+	req := testcontainers.ContainerRequest{
+		Image:        t.Image,
+		ExposedPorts: []string{ContainerHTTPPort, ContainerAGTPPort},
+		Cmd:          []string{ContainerConfigPath},
+		Files: []testcontainers.ContainerFile{{
+			Reader:            bytes.NewReader(cfg.JSON()),
+			ContainerFilePath: ContainerConfigPath,
+			FileMode:          0o644,
+		}},
+		WaitingFor: wait.ForLog(`"parley":"ready"`).WithStartupTimeout(t.StartTimeout),
+	}
+	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
+	if err != nil {
+		if c != nil {
+			_ = c.Terminate(context.Background())
+		}
+		return nil, nil, fmt.Errorf("container target: start %s: %w", t.Image, err)
+	}
+	stop := func() error { return c.Terminate(context.Background()) }
+	// The engine runs on this machine and publishes ports on every
+	// interface; the suite talks to hosts on loopback only, whatever
+	// gateway address testcontainers would guess.
+	const host = "127.0.0.1"
+	h := &Host{Config: cfg}
+	if p, err := c.MappedPort(ctx, ContainerHTTPPort); err == nil {
+		h.HTTP = "http://" + net.JoinHostPort(host, p.Port())
+	}
+	if p, err := c.MappedPort(ctx, ContainerAGTPPort); err == nil {
+		h.AGTP = net.JoinHostPort(host, p.Port())
+	}
+	logs := &lineLog{}
+	if rc, err := c.Logs(ctx); err == nil {
+		go func() {
+			defer rc.Close()
+			sc := bufio.NewScanner(rc)
+			sc.Buffer(make([]byte, 64<<10), 64<<10)
+			for sc.Scan() {
+				_, _ = logs.Write(append(sc.Bytes(), '\n'))
+			}
+		}()
+	}
+	h.logs = logs.snapshot
+	if st, err := c.Inspect(ctx); err == nil {
+		t.mu.Lock()
+		t.imageID = st.Image
+		t.mu.Unlock()
+	}
+	return h, stop, nil
+}
+
+func (t *Container) Kind() string { return "container" }
+
+func (t *Container) Acquire(ctx context.Context, cfg Config) (*Host, error) {
+	return t.p.acquire(ctx, cfg)
+}
+
+func (t *Container) Configurations() []Config { return t.p.configurations() }
+
+// Subject is the image, by the content digest of its configuration (the
+// image id), which names exactly the build that ran.
+func (t *Container) Subject() Subject {
+	t.mu.Lock()
+	id := t.imageID
+	t.mu.Unlock()
+	s := Subject{Name: t.Image, Digest: map[string]string{}}
+	if alg, hex, ok := strings.Cut(id, ":"); ok && alg == "sha256" {
+		s.Digest["sha256"] = hex
+	} else {
+		sum := digestOfString(t.Image)
+		s.Digest["sha256"] = sum
+		s.Note = "no container started, so the image id is unknown; this is the digest of the image reference"
+	}
+	return s
+}
+
+func (t *Container) Close() error { return t.p.close() }

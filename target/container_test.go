@@ -1,0 +1,90 @@
+package target
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// dockerImage builds the reference host image (FROM scratch, so no registry
+// is needed) or skips when no Docker engine answers.
+func dockerImage(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("docker"); err != nil {
+		t.Skip("container target: no docker CLI on this machine; CI on a machine with a Docker engine runs this test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info").CombinedOutput(); err != nil {
+		t.Skipf("container target: no Docker engine answers (%v): %s", err, firstLines(string(out)))
+	}
+	dir := t.TempDir()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Join(filepath.Dir(file), "..")
+	build := exec.Command("go", "build", "-o", filepath.Join(dir, "parley"), "./cmd/parley")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the refhost binary: %v\n%s", err, out)
+	}
+	df, err := os.ReadFile(filepath.Join(root, "target", "testdata", "refhost.Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), df, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const image = "parley-refhost:test"
+	if out, err := exec.Command("docker", "build", "-q", "-t", image, dir).CombinedOutput(); err != nil {
+		t.Fatalf("docker build: %v\n%s", err, out)
+	}
+	return image
+}
+
+func firstLines(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > 3 {
+		lines = lines[:3]
+	}
+	return strings.Join(lines, " | ")
+}
+
+func TestContainerTargetStartsAnImagePerConfiguration(t *testing.T) {
+	image := dockerImage(t)
+	c, err := NewContainer(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cfg, _ := ParseConfig([]byte(`{"contractrefine":{"mode":"advsiory"}}`))
+	h, err := c.Acquire(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(h.HTTP+"/v1/preflight", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("a misspelt mode should leave the surface disabled (503), got %d", resp.StatusCode)
+	}
+	logs, ok := h.Logs()
+	deadline := time.Now().Add(5 * time.Second)
+	for ok && !strings.Contains(strings.Join(logs, "\n"), "advsiory") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		logs, _ = h.Logs()
+	}
+	if !strings.Contains(strings.Join(logs, "\n"), "advsiory") {
+		t.Fatalf("the container's log never named the bad mode: %q", logs)
+	}
+	if s := c.Subject(); s.Digest["sha256"] == "" || s.Note != "" {
+		t.Fatalf("the subject should be the image id: %+v", s)
+	}
+}
