@@ -1,0 +1,138 @@
+package agl
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fault boundaries, named as the spec's acceptance section names them.
+const (
+	boundaryClaim        = "claim"
+	boundaryExternalCall = "external_call"
+	boundaryCompletion   = "completion"
+)
+
+var errInjected = errors.New("agl: injected fault")
+
+// fault is one armed injection. Action "fail" makes the boundary fail (the
+// claim transaction aborts; the external call loses its connection after
+// sending; the outcome transaction aborts), "exit" ends the host process at
+// the boundary, "delay" sleeps there first.
+type fault struct {
+	Boundary  string `json:"boundary"`
+	Action    string `json:"action"`
+	Operation string `json:"operation,omitempty"`
+	Count     int    `json:"count,omitempty"`
+	DelayMS   int    `json:"delay_ms,omitempty"`
+	ExitCode  int    `json:"exit_code,omitempty"`
+	Fired     int    `json:"fired"`
+}
+
+type faults struct {
+	mu   sync.Mutex
+	list []*fault
+}
+
+func newFaults() *faults { return &faults{} }
+
+func (f *faults) take(boundary, op string) *fault {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ft := range f.list {
+		if ft.Boundary == boundary && (ft.Operation == "" || ft.Operation == op) && (ft.Count == 0 || ft.Fired < ft.Count) {
+			ft.Fired++
+			c := *ft
+			return &c
+		}
+	}
+	return nil
+}
+
+// fire is called by production code at each boundary; with no fault armed
+// (always, unless an operator mounted the seams) it does nothing.
+func (h *Host) fire(ctx context.Context, boundary, op string) error {
+	ft := h.faults.take(boundary, op)
+	if ft == nil {
+		return nil
+	}
+	h.log.Warn("agl: injected fault", "boundary", boundary, "action", ft.Action, "operation", op)
+	switch ft.Action {
+	case "delay":
+		select {
+		case <-time.After(time.Duration(ft.DelayMS) * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil
+	case "exit":
+		code := ft.ExitCode
+		if code == 0 {
+			code = 86
+		}
+		h.exit(code)
+		return errInjected // reached only when exit is replaced in tests
+	default:
+		return errInjected
+	}
+}
+
+// Seams serves the test-only control endpoints under SeamPrefix. The caller
+// mounts it only when the operator enables seams.
+func (h *Host) Seams() http.Handler {
+	mux := http.NewServeMux()
+	p := strings.TrimSuffix(SeamPrefix, "/")
+	mux.HandleFunc("POST "+p+"/faults", func(w http.ResponseWriter, r *http.Request) {
+		var ft fault
+		if d := decode(r, &ft); d != nil {
+			writeDenial(w, d)
+			return
+		}
+		switch ft.Boundary {
+		case boundaryClaim, boundaryExternalCall, boundaryCompletion:
+		default:
+			writeDenial(w, deny(422, "schema_error", "schema_error", 0, "boundary must be claim, external_call or completion"))
+			return
+		}
+		switch ft.Action {
+		case "fail", "exit", "delay":
+		default:
+			writeDenial(w, deny(422, "schema_error", "schema_error", 0, "action must be fail, exit or delay"))
+			return
+		}
+		if ft.Count == 0 {
+			ft.Count = 1
+		}
+		ft.Fired = 0
+		h.faults.mu.Lock()
+		h.faults.list = append(h.faults.list, &ft)
+		h.faults.mu.Unlock()
+		writeJSON(w, 201, ft)
+	})
+	mux.HandleFunc("GET "+p+"/faults", func(w http.ResponseWriter, r *http.Request) {
+		h.faults.mu.Lock()
+		defer h.faults.mu.Unlock()
+		writeJSON(w, 200, map[string]any{"faults": h.faults.list})
+	})
+	mux.HandleFunc("DELETE "+p+"/faults", func(w http.ResponseWriter, r *http.Request) {
+		h.faults.mu.Lock()
+		h.faults.list = nil
+		h.faults.mu.Unlock()
+		w.WriteHeader(204)
+	})
+	// Run the crash-recovery sweep now instead of on the next tick.
+	mux.HandleFunc("POST "+p+"/recover", func(w http.ResponseWriter, r *http.Request) {
+		n, err := h.recoverOrphans(r.Context())
+		if err != nil {
+			h.fail(w, err)
+			return
+		}
+		writeJSON(w, 200, map[string]any{"recovered": n})
+	})
+	mux.HandleFunc("GET "+p+"/instance", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]any{"instance": h.instance, "pid": pid(), "database_path": h.cfg.DatabasePath})
+	})
+	return h.wrap(mux)
+}

@@ -1,0 +1,206 @@
+package agl
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go driver "sqlite": go install works without cgo
+)
+
+// The OperationStore is one SQLite database. Cross-process mutual exclusion
+// comes from SQLite's own write lock: every mutating transaction starts with
+// BEGIN IMMEDIATE (driver option _txlock=immediate), so two hosts on one file
+// serialize their claims instead of discovering a conflict at commit. WAL lets
+// readers proceed while a claim is being written; busy_timeout makes a
+// contending writer wait for the lock rather than fail.
+const schemaSQL = `
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS contracts (
+  qualified_name TEXT PRIMARY KEY,
+  contract_version TEXT NOT NULL,
+  contract_fp TEXT NOT NULL,
+  implementation TEXT NOT NULL,
+  implementation_fp TEXT NOT NULL,
+  doc TEXT NOT NULL,
+  registered_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS contract_history (
+  qualified_name TEXT NOT NULL, contract_version TEXT NOT NULL, contract_fp TEXT NOT NULL,
+  doc TEXT NOT NULL, registered_at INTEGER NOT NULL,
+  PRIMARY KEY (qualified_name, contract_version)
+);
+CREATE TABLE IF NOT EXISTS agents (
+  agent_id TEXT PRIMARY KEY,
+  principal TEXT NOT NULL,
+  tools TEXT NOT NULL,
+  effect_ceiling TEXT NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS grants (
+  id TEXT PRIMARY KEY,
+  token_hash TEXT NOT NULL UNIQUE,
+  issuer TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  operations TEXT NOT NULL,
+  resources TEXT NOT NULL,
+  not_before INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  parent_id TEXT,
+  revoked_at INTEGER,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS resources (
+  id TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  owner TEXT NOT NULL,
+  revision INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  payload_digest TEXT NOT NULL,
+  last_operation TEXT,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS resource_revisions (
+  resource_id TEXT NOT NULL, revision INTEGER NOT NULL,
+  payload TEXT NOT NULL, payload_digest TEXT NOT NULL, handle TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (resource_id, revision)
+);
+CREATE TABLE IF NOT EXISTS proposals (
+  id TEXT PRIMARY KEY,
+  operation_id TEXT NOT NULL UNIQUE,
+  execution_id TEXT NOT NULL,
+  principal TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  qualified_name TEXT NOT NULL,
+  contract_fp TEXT NOT NULL,
+  implementation_fp TEXT NOT NULL,
+  policy_fp TEXT NOT NULL,
+  grant_id TEXT NOT NULL,
+  snapshot TEXT NOT NULL,
+  digest TEXT NOT NULL,
+  resource_id TEXT,
+  revision INTEGER,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS approval_requests (
+  id TEXT PRIMARY KEY,
+  proposal_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  ttl_seconds INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  approver TEXT,
+  reason TEXT,
+  decided_at INTEGER,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS permits (
+  id TEXT PRIMARY KEY,
+  token_hash TEXT NOT NULL UNIQUE,
+  proposal_id TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  approver TEXT NOT NULL,
+  issued_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  revoked_at INTEGER,
+  consumed_at INTEGER,
+  consumed_by TEXT
+);
+CREATE TABLE IF NOT EXISTS operations (
+  id TEXT PRIMARY KEY,
+  execution_id TEXT NOT NULL,
+  proposal_id TEXT,
+  permit_id TEXT,
+  qualified_name TEXT NOT NULL,
+  principal TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  snapshot_digest TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  idempotency_key TEXT NOT NULL,
+  owner_instance TEXT,
+  outcome TEXT,
+  reconciliation TEXT,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS operations_state ON operations(state, owner_instance);
+CREATE TABLE IF NOT EXISTS audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  at INTEGER NOT NULL,
+  event TEXT NOT NULL,
+  record TEXT NOT NULL,
+  operation_id TEXT,
+  execution_id TEXT
+);
+CREATE INDEX IF NOT EXISTS audit_op ON audit(operation_id);
+CREATE INDEX IF NOT EXISTS audit_exec ON audit(execution_id);
+CREATE TABLE IF NOT EXISTS instances (
+  id TEXT PRIMARY KEY,
+  heartbeat_at INTEGER NOT NULL,
+  started_at INTEGER NOT NULL
+);
+`
+
+type store struct {
+	db *sql.DB
+}
+
+func openStore(path string, busy time.Duration) (*store, error) {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	// FULL: a committed claim must survive power loss, or a restarted host
+	// could hand the same permit out again.
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(ON)")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(4)
+	db.SetConnMaxIdleTime(time.Minute)
+	s := &store{db: db}
+	ctx, cancel := context.WithTimeout(context.Background(), busy+5*time.Second)
+	defer cancel()
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k,v) VALUES('schema_version','1')`)
+		return err
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("agl: initialise operation store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// errAbort carries a denial out of a transaction, which is rolled back.
+type errAbort struct{ d *Denial }
+
+func (e errAbort) Error() string { return e.d.Code }
+
+// tx runs fn in one BEGIN IMMEDIATE transaction and commits it.
+func (s *store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+func (s *store) close() error { return s.db.Close() }
+
+func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
