@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/parley-conformance/parley/refhost/hostenv"
+	wire "github.com/parley-conformance/parley/wire/agtp"
 )
 
 // Options says how to run the host.
@@ -49,6 +50,7 @@ type Host struct {
 	AGTPTLS  bool
 
 	srv      *http.Server
+	agtpLn   net.Listener
 	families []family
 	tmpDir   string
 }
@@ -215,9 +217,9 @@ func (h *Host) listenAGTP(f agtpFamily, addr string, log *slog.Logger) error {
 		ln = tls.NewListener(ln, tc)
 		h.AGTPTLS = true
 	}
-	h.AGTPAddr = ln.Addr().String()
+	h.AGTPAddr, h.agtpLn = ln.Addr().String(), ln
 	go func() {
-		if err := f.ServeAGTP(ln); err != nil && !strings.Contains(err.Error(), "server closed") {
+		if err := f.ServeAGTP(ln); err != nil && !errors.Is(err, wire.ErrServerClosed) {
 			log.Error("agtp listener stopped", "err", err)
 		}
 	}()
@@ -246,6 +248,9 @@ func (h *Host) Close() error {
 			errs = append(errs, err)
 		}
 		cancel()
+	}
+	if h.agtpLn != nil {
+		_ = h.agtpLn.Close() // the family closes it too; this covers a Serve that had not begun
 	}
 	errs = append(errs, h.closeFamilies())
 	if h.tmpDir != "" {

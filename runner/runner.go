@@ -19,7 +19,9 @@ import (
 
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/steps/agtp"
 	"github.com/parley-conformance/parley/steps/contractrefine"
+	"github.com/parley-conformance/parley/steps/openwop"
 	"github.com/parley-conformance/parley/target"
 )
 
@@ -263,7 +265,9 @@ func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenario
 				return ctx, nil
 			})
 			steps.RegisterCommon(sc)
+			agtp.Register(sc)
 			contractrefine.Register(sc)
+			openwop.Register(sc)
 		},
 		Options: &godog.Options{
 			Format:          format,

@@ -31,6 +31,15 @@ func Matrix() string {
 		if r.Response != nil {
 			how = append(how, "proxy rewrites")
 		}
+		if r.Stream != nil {
+			how = append(how, "proxy rewrites the event stream")
+		}
+		if r.AGTPRequest != nil {
+			how = append(how, "AGTP proxy rewrites or answers the request")
+		}
+		if r.AGTP != nil {
+			how = append(how, "AGTP proxy rewrites")
+		}
 		if r.Logs != nil {
 			how = append(how, "log filter")
 		}

@@ -7,11 +7,13 @@
 package sabotage
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -20,6 +22,7 @@ import (
 	"sync"
 
 	"github.com/parley-conformance/parley/target"
+	agtp "github.com/parley-conformance/parley/wire/agtp"
 )
 
 // Rule breaks one requirement.
@@ -37,6 +40,19 @@ type Rule struct {
 	Response func(x *Exchange, r *Response)
 	// Logs filters what the host's log is seen to contain.
 	Logs func(lines []string) []string
+	// Stream rewrites a text/event-stream answer as it flows, one frame at a
+	// time: frame is one event block (its lines, each ending in a newline,
+	// without the blank line that ends the block; a comment-only block is a
+	// frame too), and the frames returned are sent in its place, each
+	// followed by a blank line. Event streams never reach Response, which
+	// needs the whole body; without Stream they pass through untouched.
+	Stream func(x *Exchange, frame []byte) [][]byte
+	// AGTPRequest sees each AGTP/1.0 request before it reaches the host
+	// and may rewrite x.Request, or answer instead of the host by
+	// returning non-nil (sabotage/agtpproxy.go).
+	AGTPRequest func(x *AGTPExchange) *agtp.Response
+	// AGTP rewrites the host's AGTP/1.0 answer in place.
+	AGTP func(x *AGTPExchange, r *agtp.Response)
 }
 
 // Exchange is what a rule sees of a request.
@@ -89,6 +105,7 @@ type Target struct {
 	mu      sync.Mutex
 	proxies []*http.Server
 	byCfg   map[string]string // configuration digest -> proxy URL
+	agtp    agtpProxies       // AGTP/1.0 proxies, when the rule has an AGTP hook
 }
 
 func (t *Target) Kind() string                    { return t.Inner.Kind() }
@@ -137,8 +154,12 @@ func (t *Target) Acquire(ctx context.Context, cfg target.Config) (*target.Host, 
 			logs = func() []string { l, _ := h.Logs(); return t.Rule.Logs(l) }
 		}
 	}
-	if h.HTTP == "" || (t.Rule.Intercept == nil && t.Rule.Response == nil) {
-		return target.Wrap(h, h.HTTP, h.AGTP, logs), nil
+	agtpAddr, err := t.agtpAddr(h, cfg, asked)
+	if err != nil {
+		return nil, err
+	}
+	if h.HTTP == "" || (t.Rule.Intercept == nil && t.Rule.Response == nil && t.Rule.Stream == nil) {
+		return target.Wrap(h, h.HTTP, agtpAddr, logs), nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -153,7 +174,7 @@ func (t *Target) Acquire(ctx context.Context, cfg target.Config) (*target.Host, 
 		}
 		t.byCfg[cfg.Digest()] = proxyURL
 	}
-	return target.Wrap(h, proxyURL, h.AGTP, logs), nil
+	return target.Wrap(h, proxyURL, agtpAddr, logs), nil
 }
 
 func (t *Target) proxy(upstream string, cfg map[string]map[string]any) (string, error) {
@@ -164,7 +185,21 @@ func (t *Target) proxy(upstream string, cfg map[string]map[string]any) (string, 
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		x, _ := resp.Request.Context().Value(exchangeKey{}).(*Exchange)
-		if x == nil || t.Rule.Response == nil {
+		if x == nil {
+			return nil
+		}
+		if isEventStream(resp.Header) {
+			// An event stream may never end, so it is not buffered: it is
+			// rewritten frame by frame (ReverseProxy flushes event streams
+			// after every write), or passed through as it is.
+			if t.Rule.Stream != nil {
+				resp.Body = newFrameRewriter(resp.Body, func(f []byte) [][]byte { return t.Rule.Stream(x, f) })
+				resp.Header.Del("Content-Length")
+				resp.ContentLength = -1
+			}
+			return nil
+		}
+		if t.Rule.Response == nil {
 			return nil
 		}
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
@@ -219,6 +254,76 @@ func (t *Target) proxy(upstream string, cfg map[string]map[string]any) (string, 
 
 type exchangeKey struct{}
 
+func isEventStream(h http.Header) bool {
+	mt, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return mt == "text/event-stream"
+}
+
+// maxStreamFrame bounds one event-stream frame the proxy holds, like the
+// bound on a buffered body.
+const maxStreamFrame = 8 << 20
+
+// frameRewriter reads an event stream, splits it into frames at blank lines
+// (LF or CRLF line ends) and yields what edit makes of each frame as soon as
+// the frame is complete.
+type frameRewriter struct {
+	src  *bufio.Reader
+	body io.Closer
+	edit func([]byte) [][]byte
+	out  []byte
+	err  error
+}
+
+func newFrameRewriter(body io.ReadCloser, edit func([]byte) [][]byte) io.ReadCloser {
+	return &frameRewriter{src: bufio.NewReader(body), body: body, edit: edit}
+}
+
+func (f *frameRewriter) Read(p []byte) (int, error) {
+	for len(f.out) == 0 {
+		if f.err != nil {
+			return 0, f.err
+		}
+		f.fill()
+	}
+	n := copy(p, f.out)
+	f.out = f.out[n:]
+	return n, nil
+}
+
+// fill reads one frame and queues its replacement; at the end of the stream
+// an unterminated tail passes through as it is.
+func (f *frameRewriter) fill() {
+	var frame []byte
+	for {
+		line, err := f.src.ReadBytes('\n')
+		if len(frame)+len(line) > maxStreamFrame {
+			f.err = fmt.Errorf("sabotage proxy: an event-stream frame exceeds %d bytes", maxStreamFrame)
+			return
+		}
+		if err != nil {
+			f.out = append(frame, line...)
+			f.err = err
+			return
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			if len(frame) == 0 {
+				continue // a stray blank line dispatches nothing
+			}
+			for _, g := range f.edit(frame) {
+				f.out = append(f.out, g...)
+				if !bytes.HasSuffix(g, []byte("\n")) {
+					f.out = append(f.out, '\n')
+				}
+				f.out = append(f.out, '\n')
+			}
+			return
+		}
+		frame = append(frame, line...)
+	}
+}
+
+func (f *frameRewriter) Close() error { return f.body.Close() }
+
 // Close stops the proxies and the inner target.
 func (t *Target) Close() error {
 	t.mu.Lock()
@@ -228,13 +333,14 @@ func (t *Target) Close() error {
 	for _, p := range ps {
 		_ = p.Close()
 	}
+	t.agtp.close()
 	return t.Inner.Close()
 }
 
 // Rules returns every rule, keyed by requirement id.
 func Rules() map[string]Rule {
 	out := map[string]Rule{}
-	for _, set := range [][]Rule{contractRefineRules} {
+	for _, set := range [][]Rule{contractRefineRules, openWOPRules, agtpRules} {
 		for _, r := range set {
 			if _, dup := out[r.ID]; dup {
 				panic(fmt.Sprintf("sabotage: two rules for %s", r.ID))

@@ -429,6 +429,32 @@ func (h *Host) finish(c *call, r *wire.Response) {
 	if c.taskID != "" && !r.Header.Has("Task-ID") {
 		r.Header.Set("Task-ID", c.taskID)
 	}
+	if r.Status == 464 && !r.Header.Has("RCNS-Attempt-Id") {
+		h.recordAttempt(c, r)
+	}
+}
+
+// recordAttempt gives a 464 that did not come from a gate evaluation (a
+// presented contract refused contract-not-yours or contract-revoked) its
+// own RCNS-Attempt-Id, so that every 464 carries one (wire notes 4) and
+// INSPECT target=rcns-attempt can read it back.
+func (h *Host) recordAttempt(c *call, r *wire.Response) {
+	if c.agent == nil {
+		return
+	}
+	var body struct {
+		Error struct {
+			Reason string `json:"reason"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(r.Body, &body)
+	attempt := "att_" + uuid.NewString()
+	if _, err := h.db.ExecContext(context.Background(), `INSERT INTO rcns_attempts (attempt_id, agent_id, method, path, status, reason, synthesis_id, at) VALUES (?,?,?,?,?,?,?,?)`,
+		attempt, c.agent.AgentID, c.req.Method, c.req.Path, r.Status, body.Error.Reason, nullStr(presented(c.req)), c.now.UnixNano()); err != nil {
+		h.log.Error("agtp: recording a 464 attempt", "err", err)
+		return
+	}
+	r.Header.Set("RCNS-Attempt-Id", attempt)
 }
 
 func jsonResponse(status int, body any) *wire.Response {

@@ -1,0 +1,77 @@
+// Command agtp-toml-host is an example of the kind of host the exec target
+// certifies: an AGTP/1.0 server configured by a TOML file and PEM files,
+// with no seams and no HTTP surface. It serves parley's reference AGTP host
+// (refhost/agtp) and prints the exec target's ready line. Its adapter is
+// docs/examples/agtp-exec-adapter.sh.
+//
+//	agtp-toml-host -config host.toml [-cert cert.pem -key key.pem] [-data DIR] [-listen 127.0.0.1:0]
+package main
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/parley-conformance/parley/refhost/agtp"
+	"github.com/parley-conformance/parley/refhost/hostenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "agtp-toml-host:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	config := flag.String("config", "", "the host's TOML configuration")
+	cert := flag.String("cert", "", "PEM certificate (TLS 1.3); without it, plaintext on loopback only")
+	key := flag.String("key", "", "PEM private key")
+	data := flag.String("data", "", "durable state directory (default: a temporary one)")
+	listen := flag.String("listen", "127.0.0.1:0", "AGTP listen address")
+	flag.Parse()
+	b, err := os.ReadFile(*config)
+	if err != nil {
+		return err
+	}
+	cfg, err := agtp.ParseTOML(b)
+	if err != nil {
+		return err
+	}
+	if *data == "" {
+		if *data, err = os.MkdirTemp("", "agtp-toml-host-*"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(*data)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	h, err := agtp.Open(cfg, hostenv.Env{DataDir: *data, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	if *cert != "" {
+		kp, err := tls.LoadX509KeyPair(*cert, *key)
+		if err != nil {
+			return err
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS13, NextProtos: []string{"agtp"}})
+	}
+	go func() { _ = h.ServeAGTP(ln) }()
+	ready, _ := json.Marshal(map[string]string{"parley": "ready", "agtp": ln.Addr().String()})
+	fmt.Println(string(ready))
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	<-sig
+	return nil
+}

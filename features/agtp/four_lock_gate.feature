@@ -1,0 +1,154 @@
+# agtp-rcns.txt, "The Four-Lock Dispatcher Gate" and its refusal mapping;
+# agtp-wire-notes.md 4 for RCNS-Attempt-Id. Every outline runs over TLS 1.3
+# and over plaintext loopback.
+Feature: The four-lock dispatcher gate
+  Synthesis fires only when the operator's policy, the caller's opt-in
+  header, the caller's rcns:negotiate scope and its trust tier all allow it.
+  Each closed lock has its own refusal; a closed lock never synthesizes; a
+  request that presents an issued contract never reaches the gate.
+
+  @req:agtp.rcns.gate.server-policy-disabled @profile:agtp-rcns
+  Scenario Outline: The server policy lock closed answers 464 rcns-disabled [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = false
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response status is 464 with reason rcns-disabled
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.gate.opt-in-unsignaled @profile:agtp-rcns
+  Scenario Outline: Without the caller's opt-in the unregistered pair is refused as usual [<header> <target>, <transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK <target> <header>
+    Then the response is the standard unregistered-pair refusal
+    And "alice" holds no contract
+
+    Examples:
+      | header                   | target      | transport          |
+      | without Allow-RCNS       | /room/{room} | TLS 1.3            |
+      | without Allow-RCNS       | /room/{room} | plaintext loopback |
+      | with Allow-RCNS: false   | /room/{room} | TLS 1.3            |
+      | with Allow-RCNS: yes     | /room/{room} | plaintext loopback |
+      | with Allow-RCNS: 1       | /room       | TLS 1.3            |
+      | without Allow-RCNS       | /room       | plaintext loopback |
+
+  @req:agtp.rcns.gate.scope-required @profile:agtp-rcns
+  Scenario Outline: A granted but unclaimed rcns:negotiate answers 262 scope-required [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true claiming "rooms:write"
+    Then the response status is 262 with reason scope-required naming scope rcns:negotiate
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.gate.scope-exceeded @profile:agtp-rcns
+  Scenario Outline: An identity document without rcns:negotiate answers 455 scope-exceeded [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response status is 455 with reason scope-exceeded naming scope rcns:negotiate
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.gate.trust-tier-insufficient @profile:agtp-rcns
+  Scenario Outline: Trust tier against min_trust_tier 2 (tier <tier>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets min_trust_tier = 2
+    And agent "alice" has trust tier <tier> and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response status is <answer>
+
+    Examples:
+      | tier | answer                                   | transport          |
+      | 3    | 464 with reason trust-tier-insufficient | TLS 1.3            |
+      | 3    | 464 with reason trust-tier-insufficient | plaintext loopback |
+      | 2    | 461                                      | TLS 1.3            |
+      | 1    | 461                                      | plaintext loopback |
+
+  @req:agtp.rcns.gate.closed-lock-no-synthesis @profile:agtp-rcns
+  Scenario Outline: A closed lock synthesizes nothing (<lock>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = <enabled>
+    And its [policies.rcns] sets min_trust_tier = 2
+    And agent "alice" has trust tier <tier> and is granted "<grant>"
+    When "alice" sends BOOK /room/{room} <how>
+    Then the response names no synthesis_id
+    And "alice" holds no contract
+    And the room record {room} does not exist
+
+    Examples:
+      | lock          | enabled | tier | grant                   | how                                                   | transport          |
+      | server policy | false   | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | TLS 1.3            |
+      | opt-in        | true    | 1    | rooms:*, rcns:negotiate | without Allow-RCNS                                    | plaintext loopback |
+      | scope claim   | true    | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true claiming "rooms:read, rooms:write" | TLS 1.3            |
+      | scope grant   | true    | 1    | rooms:*                 | with Allow-RCNS: true                                 | plaintext loopback |
+      | trust tier    | true    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | TLS 1.3            |
+      | trust tier    | true    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | plaintext loopback |
+
+  @req:agtp.rcns.gate.presented-contract-skips-gate @profile:agtp-rcns
+  Scenario Outline: A presented contract is served without a new synthesis (<how>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When "alice" sends BOOK /room/{room} <how>
+    Then the response is served under the contract
+    And "alice" holds exactly one contract
+
+    Examples:
+      | how                                           | transport          |
+      | presenting the contract                       | TLS 1.3            |
+      | presenting the contract                       | plaintext loopback |
+      | with Allow-RCNS: true presenting the contract | TLS 1.3            |
+      | with Allow-RCNS: true presenting the contract | plaintext loopback |
+
+  @req:agtp.rcns.gate.attempt-id-on-464 @profile:agtp-rcns
+  Scenario Outline: Every gate 464 carries its own RCNS-Attempt-Id [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = false
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response status is 464 with reason rcns-disabled
+    And the response carries a fresh RCNS-Attempt-Id
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response carries a fresh RCNS-Attempt-Id
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.gate.attempt-id-on-464 @profile:agtp-rcns
+  Scenario Outline: A 464 on lock 4 or on contract resolution carries an RCNS-Attempt-Id [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "trudy" has trust tier 2 and is granted "rooms:*, rcns:negotiate"
+    When "trudy" sends BOOK /room/{room2} with Allow-RCNS: true
+    Then the response status is 464 with reason trust-tier-insufficient
+    And the response carries a fresh RCNS-Attempt-Id
+    Given "alice" holds an active contract for BOOK /room/{room}
+    When "bob" sends BOOK /room/{room} presenting the contract
+    Then the response status is 464 with reason contract-not-yours
+    And the response carries a fresh RCNS-Attempt-Id
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |

@@ -1,0 +1,108 @@
+# agtp-rcns.txt, "Headers and Rate Limiting": the per-agent RCNS rate limit
+# on gate evaluations and the (Agent-ID, Idempotency-Key) cache.
+Feature: Headers and rate limiting
+  Gate evaluations are rate limited per agent, 10 a minute unless the
+  operator says otherwise, answered 429 with scope rcns; invocations under
+  an issued contract are outside that limit. Idempotent replays are cached
+  per agent.
+
+  @req:agtp.rcns.rate.gate-429-scope-rcns @profile:agtp-rcns
+  Scenario Outline: Past the ceiling a gate evaluation is 429 with scope rcns [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets rate_limit_per_minute = 3
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends 3 gate requests for fresh rooms
+    And "alice" sends BOOK /room/{fresh} with Allow-RCNS: true
+    Then the response status is 429
+    And the response body carries scope rcns
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.rate.per-agent @profile:agtp-rcns
+  Scenario Outline: One agent at its ceiling does not limit another [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets rate_limit_per_minute = 2
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends 2 gate requests for fresh rooms
+    And "alice" sends BOOK /room/{fresh} with Allow-RCNS: true
+    Then the response status is 429
+    When "bob" sends BOOK /room/{fresh} with Allow-RCNS: true
+    Then the response status is 461
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.rate.default-ten @profile:agtp-rcns
+  Scenario Outline: With no ceiling configured the eleventh evaluation in a minute is 429 [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] leaves rate_limit_per_minute unset
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends 10 gate requests for fresh rooms
+    And "alice" sends BOOK /room/{fresh} with Allow-RCNS: true
+    Then the response status is 429
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.rate.contract-invocations-exempt @profile:agtp-rcns
+  Scenario Outline: Contract invocations are served while the agent is at its gate ceiling [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets rate_limit_per_minute = 2
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room} remembered as "held"
+    When "alice" sends 1 gate request for fresh rooms
+    And "alice" sends BOOK /room/{fresh} with Allow-RCNS: true
+    Then the response status is 429
+    When "alice" sends BOOK /room/{room} presenting contract "held" 4 times
+    Then each of them is served under contract "held"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.idempotency.same-agent-replay @profile:agtp-rcns
+  Scenario Outline: The same agent replaying a key gets the cached response [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "optimistic"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true with Idempotency-Key "k1"
+    Then the response is a success carrying Contract-Synthesized
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true with Idempotency-Key "k1"
+    Then the response is a replay of "alice"'s first response to Idempotency-Key "k1"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.idempotency.cross-agent-independent @profile:agtp-rcns
+  Scenario Outline: Another agent using the same key is an independent request [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "optimistic"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true with Idempotency-Key "k1"
+    Then the response is a success carrying Contract-Synthesized
+    When "bob" sends BOOK /room/{room} with Allow-RCNS: true with Idempotency-Key "k1"
+    Then the response is a success carrying Contract-Synthesized
+    And the response is not "alice"'s response to Idempotency-Key "k1"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |

@@ -1,0 +1,48 @@
+# agtp-rcns.txt, "Recipe Versioning". The operator edits policy through the
+# host's recipe seam: recipe room-booking version 1 answers 201; version 2
+# composes rooms-v2.put and answers 202.
+Feature: Recipe versioning
+  Synthesis captures the recipe version in effect; the contract presents it
+  and keeps executing under it after the operator edits the recipe.
+
+  @req:agtp.rcns.recipe.version-captured @profile:agtp-rcns
+  Scenario Outline: The captured recipe version is presented in the preview and by INSPECT [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response status is 461
+    And the AGTP field "recipe_lineage.recipe_name" is "room-booking"
+    And the AGTP field "recipe_lineage.recipe_version" is "1"
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "alice" inspects the contract
+    Then the AGTP field "recipe_lineage.recipe_version" is "1"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.recipe.executes-captured-version @profile:agtp-rcns
+  Scenario Outline: A contract keeps executing its captured version after an edit [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room} remembered as "old"
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "alice" sends BOOK /room/{room} presenting contract "old"
+    Then the response is served under contract "old"
+    And the response status is 201
+    When "alice" holds an active contract for BOOK /room/{room2} remembered as "new"
+    And "alice" sends BOOK /room/{room2} presenting contract "new"
+    Then the response is served under contract "new"
+    And the response status is 202
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |

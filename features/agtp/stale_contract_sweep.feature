@@ -1,0 +1,164 @@
+# agtp-rcns.txt, "Stale Contract Sweep" and the REVOKE
+# target=stale-contracts parameters. The operator edits policy through the
+# host's recipe seam (docs/host-interface.md): recipe room-booking version
+# 1 answers 201; version 2 composes rooms-v2.put and answers 202.
+Feature: Stale contract sweep
+  The operator fires REVOKE target=stale-contracts after editing recipes.
+  Grandfather reports drift and leaves contracts running; invalidate evicts
+  drifted contracts, records why, and the evicted synthesis_id is 404.
+  Passthrough contracts are skipped and a removed recipe is drift with a
+  null current version. Only an inspect:all holder may sweep.
+
+  @req:agtp.rcns.sweep.grandfather-reports @profile:agtp-rcns
+  Scenario Outline: Grandfather reports a drifted contract and leaves it serving [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "ops" sends REVOKE target=stale-contracts mode=grandfather actor=ops-console
+    Then the sweep reports the contract as grandfathered
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.sweep.unchanged-kept @profile:agtp-rcns
+  Scenario Outline: A contract on the current recipe version is left alone, even by invalidate [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room} remembered as "old"
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "alice" holds an active contract for BOOK /room/{room2} remembered as "new"
+    And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
+    Then the sweep reports contract "new" as unchanged
+    When "alice" sends BOOK /room/{room2} presenting contract "new"
+    Then the response is served under contract "new"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.sweep.invalidate-evicts-404 @profile:agtp-rcns
+  Scenario Outline: Invalidate evicts a drifted contract and its synthesis_id becomes 404 [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
+    Then the sweep reports the contract as evicted
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response status is 404
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.sweep.invalidation-event @profile:agtp-rcns
+  Scenario Outline: An invalidation is an rcns_release event naming the reason and the operator [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
+    Then the request succeeded
+    When "alice" reads its lifecycle stream
+    Then the lifecycle stream has an rcns_release event for the contract with reason "policy-change-invalidation" and actor "ops-console"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.sweep.passthrough-skipped @profile:agtp-rcns
+  Scenario Outline: A passthrough contract is skipped by an invalidate sweep [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for SCHEDULE /slot/{slot}
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
+    Then the sweep reports the contract as neither grandfathered nor evicted
+    When "alice" sends SCHEDULE /slot/{slot} presenting the contract
+    Then the response is served under the contract
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.sweep.removed-recipe-null @profile:agtp-rcns
+  Scenario Outline: A removed recipe is drift with current_version null (<mode>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator removes recipe "room-booking"
+    And "ops" sends REVOKE target=stale-contracts mode=<mode> actor=ops-console
+    Then the sweep reports the contract as <disposition>
+    And the sweep reports the contract with current_version null
+
+    Examples:
+      | mode        | disposition   | transport          |
+      | invalidate  | evicted       | TLS 1.3            |
+      | invalidate  | evicted       | plaintext loopback |
+      | grandfather | grandfathered | TLS 1.3            |
+      | grandfather | grandfathered | plaintext loopback |
+
+  @req:agtp.rcns.sweep.requires-inspect-all @profile:agtp-rcns
+  Scenario Outline: An agent without inspect:all cannot fire the sweep [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "alice" sends REVOKE target=stale-contracts mode=invalidate actor=alice
+    Then the response refuses for lack of scope inspect:all
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.rcns.sweep.default-mode @profile:agtp-rcns
+  Scenario Outline: A sweep without a mode follows on_policy_change (<setting>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And <setting>
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "ops" sends REVOKE target=stale-contracts actor=ops-console
+    Then the sweep reports the contract as <disposition>
+
+    Examples:
+      | setting                                                     | disposition   | transport          |
+      | its [policies.rcns] leaves on_policy_change unset           | grandfathered | TLS 1.3            |
+      | its [policies.rcns] leaves on_policy_change unset           | grandfathered | plaintext loopback |
+      | its [policies.rcns] sets on_policy_change = "invalidate"    | evicted       | TLS 1.3            |
+      | its [policies.rcns] sets on_policy_change = "invalidate"    | evicted       | plaintext loopback |

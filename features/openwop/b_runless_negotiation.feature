@@ -1,0 +1,78 @@
+# openwop-rfc-0242.md §B "Where a runless negotiation is recorded" (B.2-B.4),
+# with §A.2's inbound leg, and the falsifiability rows "A.2 requested set,
+# inbound", "B.2 runless home" and "B.3 listed when inbound is served". B.4
+# (an unauthenticated exchange reaches no subscriber) is unwitnessable from
+# outside; see its registry entry.
+Feature: An inbound negotiation is a durable host event of the caller's tenant
+  A negotiation made before any run exists (a peer fetching the host's agent
+  card, an MCP client's initialize) is recorded as a durable
+  negotiation.decided host event. It carries no runId, belongs to the
+  caller's tenant and named workspace, and reaches no other tenant. A host
+  that serves either protocol inbound lists the type in its discovery
+  document.
+
+  Background:
+    Given an OpenWOP host that speaks A2A versions "0.3, 1.0" with floor "0.3" and preferred "1.0"
+    And that speaks MCP revisions "2025-03-26, 2025-06-18, 2025-11-25" with floor "2025-03-26" and preferred "2025-11-25"
+    And the OpenWOP host has tenants "acme" and "globex"
+
+  @req:openwop.requirement.0242.inbound.listed @profile:openwop-rfc0242
+  Scenario: A host that serves A2A or MCP inbound lists negotiation.decided as a durable host-event type
+    When the suite reads the host's discovery document
+    Then the response status is 200
+    And the host advertises an inbound A2A or MCP facet
+    And its hostEvents.types lists "negotiation.decided" with delivery "durable"
+
+  @req:openwop.requirement.0242.inbound.recorded @profile:openwop-rfc0242
+  Scenario Outline: An authenticated inbound A2A negotiation is recorded on the caller's tenant's stream, naming what was asked for
+    When tenant "acme" fetches the host's agent card naming A2A version "<ask>"
+    Then the host answers in A2A version "<ask>"
+    And tenant "acme"'s host-event stream delivers exactly one negotiation.decided record of that exchange
+    And that record's envelope satisfies the schema "openwop/host-event.envelope.json"
+    And that record's payload satisfies the schema "openwop/negotiation-decided.payload.json"
+    And that record is a durable host event of the caller's workspace, with no runId
+    And that record is accepted at "<ask>" with requested "<ask>"
+    And tenant "globex"'s host-event stream does not deliver that record
+
+    Examples:
+      | ask |
+      | 1.0 |
+      | 0.3 |
+
+  @req:openwop.requirement.0242.inbound.refused @profile:openwop-rfc0242
+  Scenario: A refused inbound A2A negotiation is recorded too
+    When tenant "acme" fetches the host's agent card naming A2A version "0.2"
+    Then the host refuses the A2A exchange
+    And tenant "acme"'s host-event stream delivers exactly one negotiation.decided record of that exchange
+    And that record's envelope satisfies the schema "openwop/host-event.envelope.json"
+    And that record's payload satisfies the schema "openwop/negotiation-decided.payload.json"
+    And that record is a durable host event of the caller's workspace, with no runId
+    And that record is refused below the floor "0.3" with requested "0.2"
+    And tenant "globex"'s host-event stream does not deliver that record
+
+  @req:openwop.requirement.0242.inbound.recorded.mcp @profile:openwop-rfc0242
+  Scenario Outline: An authenticated MCP initialize is recorded on the caller's tenant's stream, naming what was asked for
+    When tenant "globex" initializes an MCP session with the host naming revision "<ask>"
+    Then the host answers in MCP revision "<ask>"
+    And tenant "globex"'s host-event stream delivers exactly one negotiation.decided record of that exchange
+    And that record's envelope satisfies the schema "openwop/host-event.envelope.json"
+    And that record's payload satisfies the schema "openwop/negotiation-decided.payload.json"
+    And that record is a durable host event of the caller's workspace, with no runId
+    And that record is accepted at "<ask>" with requested "<ask>"
+    And tenant "acme"'s host-event stream does not deliver that record
+
+    Examples:
+      | ask        |
+      | 2025-11-25 |
+      | 2025-03-26 |
+
+  @req:openwop.requirement.0242.inbound.refused.mcp @profile:openwop-rfc0242
+  Scenario: A refused MCP initialize is recorded too
+    When tenant "globex" initializes an MCP session with the host naming revision "2024-11-05"
+    Then the host refuses the MCP exchange
+    And tenant "globex"'s host-event stream delivers exactly one negotiation.decided record of that exchange
+    And that record's envelope satisfies the schema "openwop/host-event.envelope.json"
+    And that record's payload satisfies the schema "openwop/negotiation-decided.payload.json"
+    And that record is a durable host event of the caller's workspace, with no runId
+    And that record is refused below the floor "2025-03-26" with requested "2024-11-05"
+    And tenant "acme"'s host-event stream does not deliver that record

@@ -1,0 +1,216 @@
+package sabotage
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/parley-conformance/parley/target"
+	agtp "github.com/parley-conformance/parley/wire/agtp"
+)
+
+// AGTPExchange is what an AGTP rule sees of one request. AGTP is not HTTP:
+// the proxy in front of a host's AGTP listener speaks AGTP/1.0 on both
+// sides with wire/agtp's codec, over TLS 1.3 when the host does (presenting
+// the certificate the scenario configured the host with) and plaintext on
+// loopback otherwise.
+type AGTPExchange struct {
+	// Request is the request as the suite sent it; AGTPRequest may rewrite
+	// it before it is forwarded.
+	Request *agtp.Request
+	// Config is the configuration the scenario asked for, by family.
+	Config map[string]map[string]any
+	// HTTP is the host's own HTTP base URL (its seams), for rules that must
+	// read the host's current policy.
+	HTTP string
+	// Memory is shared by every exchange through one proxy (one host).
+	Memory *sync.Map
+
+	upstream func(ctx context.Context, req *agtp.Request) (*agtp.Response, error)
+}
+
+// Upstream sends an extra request to the host on a connection of its own:
+// for a rule whose broken host does more than the suite asked.
+func (x *AGTPExchange) Upstream(req *agtp.Request) (*agtp.Response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return x.upstream(ctx, req)
+}
+
+// Params returns the request's parameters (the envelope's parameters
+// object, or the bare body), never nil.
+func (x *AGTPExchange) Params() map[string]any {
+	var body map[string]any
+	_ = json.Unmarshal(x.Request.Body, &body)
+	if p, ok := body["parameters"].(map[string]any); ok {
+		return p
+	}
+	if body == nil {
+		body = map[string]any{}
+	}
+	return body
+}
+
+// SetParam rewrites one request parameter (nil deletes it).
+func (x *AGTPExchange) SetParam(name string, v any) {
+	var body map[string]any
+	_ = json.Unmarshal(x.Request.Body, &body)
+	if body == nil {
+		body = map[string]any{}
+	}
+	p, ok := body["parameters"].(map[string]any)
+	if !ok {
+		p = body
+	}
+	if v == nil {
+		delete(p, name)
+	} else {
+		p[name] = v
+	}
+	x.Request.Body, _ = json.Marshal(body)
+}
+
+// agtpProxies are a Target's AGTP proxies, one per configuration.
+type agtpProxies struct {
+	mu      sync.Mutex
+	byCfg   map[string]string
+	servers []*agtp.Server
+	clients []*agtp.Client
+}
+
+// agtpAddr returns the AGTP address the suite should use for h: the host's
+// own, or a proxy in front of it when the rule has an AGTP hook.
+func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]map[string]any) (string, error) {
+	if h.AGTP == "" || (t.Rule.AGTP == nil && t.Rule.AGTPRequest == nil) {
+		return h.AGTP, nil
+	}
+	p := &t.agtp
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a, ok := p.byCfg[cfg.Digest()]; ok {
+		return a, nil
+	}
+	var serverTLS, clientTLS *tls.Config
+	if m, ok := asked["agtp"]["tls"].(map[string]any); ok {
+		certPEM, _ := m["cert_pem"].(string)
+		keyPEM, _ := m["key_pem"].(string)
+		cert, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+		if err != nil {
+			return "", err
+		}
+		serverTLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, NextProtos: []string{"agtp"}}
+		// The upstream is the host this target just started on loopback.
+		clientTLS = &tls.Config{InsecureSkipVerify: true}
+	}
+	newClient := func(oneShot bool) (*agtp.Client, error) {
+		return agtp.NewClient(h.AGTP, agtp.ClientOptions{TLS: clientTLS, Timeout: 10 * time.Second, OneShot: oneShot})
+	}
+	side, err := newClient(true)
+	if err != nil {
+		return "", err
+	}
+	ph := &agtpProxyHandler{rule: t.Rule, cfg: asked, http: h.HTTP, mem: &sync.Map{}, side: side,
+		conns: map[string]*agtp.Client{}, newClient: func() (*agtp.Client, error) { return newClient(false) }}
+	srv := agtp.NewServer(ph, agtp.ServerOptions{ConnClosed: ph.closed})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	p.servers = append(p.servers, srv)
+	p.clients = append(p.clients, side)
+	if p.byCfg == nil {
+		p.byCfg = map[string]string{}
+	}
+	p.byCfg[cfg.Digest()] = ln.Addr().String()
+	return ln.Addr().String(), nil
+}
+
+func (p *agtpProxies) close() {
+	p.mu.Lock()
+	servers, clients := p.servers, p.clients
+	p.servers, p.clients, p.byCfg = nil, nil, nil
+	p.mu.Unlock()
+	for _, s := range servers {
+		_ = s.Close()
+	}
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
+// agtpProxyHandler forwards each suite connection over a connection of its
+// own to the host, applying the rule on the way.
+type agtpProxyHandler struct {
+	rule      Rule
+	cfg       map[string]map[string]any
+	http      string
+	mem       *sync.Map
+	side      *agtp.Client
+	newClient func() (*agtp.Client, error)
+
+	mu    sync.Mutex
+	conns map[string]*agtp.Client
+}
+
+func (p *agtpProxyHandler) client(ci agtp.ConnInfo) (*agtp.Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c := p.conns[ci.ID]; c != nil {
+		return c, nil
+	}
+	c, err := p.newClient()
+	if err != nil {
+		return nil, err
+	}
+	p.conns[ci.ID] = c
+	return c, nil
+}
+
+func (p *agtpProxyHandler) closed(ci agtp.ConnInfo) {
+	p.mu.Lock()
+	c := p.conns[ci.ID]
+	delete(p.conns, ci.ID)
+	p.mu.Unlock()
+	if c != nil {
+		_ = c.Close()
+	}
+}
+
+func (p *agtpProxyHandler) ServeAGTP(ctx context.Context, ci agtp.ConnInfo, req *agtp.Request) *agtp.Response {
+	x := &AGTPExchange{Request: req, Config: p.cfg, HTTP: p.http, Memory: p.mem,
+		upstream: func(ctx context.Context, r *agtp.Request) (*agtp.Response, error) { return p.side.Do(ctx, r) }}
+	if p.rule.AGTPRequest != nil {
+		if r := p.rule.AGTPRequest(x); r != nil {
+			if r.Header == nil {
+				r.Header = agtp.Header{}
+			}
+			return r
+		}
+	}
+	c, err := p.client(ci)
+	if err != nil {
+		return agtp.ErrorResponse(502, "proxy-upstream-error", err.Error())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := c.Do(ctx, x.Request)
+	if err != nil {
+		var fe *agtp.FrameError
+		if errors.As(err, &fe) {
+			return agtp.ErrorResponse(502, "proxy-upstream-malformed", err.Error())
+		}
+		return agtp.ErrorResponse(502, "proxy-upstream-error", err.Error())
+	}
+	if p.rule.AGTP != nil {
+		p.rule.AGTP(x, resp)
+	}
+	return resp
+}

@@ -1,0 +1,652 @@
+package agtp
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/parley-conformance/parley/steps"
+)
+
+// The AGTP vocabulary of wire assertions, h2spec style: each step ends in
+// one of these verifiers, and each counts its assertions and says, on
+// failure, what the host sent.
+
+// field reads a dotted path from a response body, looking first inside the
+// response envelope's result and then at top level: the drafts show bodies
+// both with and without the envelope.
+func field(doc map[string]any, path string) any {
+	if res, ok := doc["result"].(map[string]any); ok {
+		if v, ok := steps.Lookup(res, path); ok {
+			return v
+		}
+	}
+	v, _ := steps.Lookup(doc, path)
+	return v
+}
+
+var placements sync.Map // where the 464/463 reason was seen -> count
+
+// ReasonPlacements reports where hosts put the RCNS reason word in this
+// process's exchanges: "error.reason" (the public implementation's nesting)
+// or "reason" (top level, as the draft words it).
+func ReasonPlacements() map[string]int {
+	out := map[string]int{}
+	placements.Range(func(k, v any) bool { out[k.(string)] = int(*v.(*int64)); return true })
+	return out
+}
+
+func notePlacement(where string) {
+	v, _ := placements.LoadOrStore(where, new(int64))
+	p := v.(*int64)
+	mu.Lock()
+	*p++
+	mu.Unlock()
+}
+
+var mu sync.Mutex
+
+// reasonOf finds the reason word of a refusal: error.reason, else a
+// top-level reason. It returns where it was found.
+func reasonOf(doc map[string]any) (reason, where string) {
+	if e, ok := doc["error"].(map[string]any); ok {
+		if r, ok := e["reason"].(string); ok {
+			return r, "error.reason"
+		}
+	}
+	if r, ok := doc["reason"].(string); ok {
+		return r, "reason"
+	}
+	return "", ""
+}
+
+// expectReason asserts status and reason; reason "" checks the status only.
+// A reason written with its argument ("scope-required scope: rcns:negotiate")
+// counts as that reason.
+func expectReason(w *steps.World, status int, reason string) (map[string]any, error) {
+	r, err := w.LastResponse()
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Assert(r.Status == status, "expected status %d: %s", status, r); err != nil {
+		return nil, err
+	}
+	doc, err := r.JSON()
+	if err != nil {
+		return nil, w.Assert(false, "%v", err)
+	}
+	got, where := reasonOf(doc)
+	if where != "" {
+		notePlacement(where)
+	}
+	ok := got == reason || strings.HasPrefix(got, reason+" ")
+	return doc, w.Assert(ok, "expected reason %s (in error.reason or a top-level reason), got %q at %q: %s", reason, got, where, r)
+}
+
+// scopeNamed reports whether a refusal names the scope token: error.scope,
+// a top-level scope, or the reason's "scope: <token>" argument.
+func scopeNamed(doc map[string]any, token string) bool {
+	if e, ok := doc["error"].(map[string]any); ok {
+		if e["scope"] == token {
+			return true
+		}
+	}
+	if doc["scope"] == token {
+		return true
+	}
+	r, _ := reasonOf(doc)
+	return strings.Contains(r, "scope: "+token) || strings.Contains(r, "scope:"+token)
+}
+
+// attribution decodes the Attribution-Record header's JWS payload.
+func attribution(r *steps.Response) (map[string]any, error) {
+	jws := r.Header.Get("Attribution-Record")
+	if jws == "" {
+		return nil, fmt.Errorf("no Attribution-Record header")
+	}
+	parts := strings.Split(jws, ".")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("Attribution-Record is not a compact JWS (header.payload.signature): %.80s", jws)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
+	if err != nil {
+		return nil, fmt.Errorf("Attribution-Record payload is not base64url: %v", err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(raw, &p); err != nil || p == nil {
+		return nil, fmt.Errorf("Attribution-Record payload is not a JSON object: %v", err)
+	}
+	return p, nil
+}
+
+func is2xx(r *steps.Response) bool { return r.Status >= 200 && r.Status < 300 }
+
+// servedUnder reports whether r is a success served under contract sid: it
+// names the contract in Contract-Synthesized or in its Attribution-Record.
+func servedUnder(r *steps.Response, sid string) (bool, string) {
+	if !is2xx(r) {
+		return false, fmt.Sprintf("status %d is not a success", r.Status)
+	}
+	if sid == "" {
+		return false, "no contract"
+	}
+	if r.Header.Get("Contract-Synthesized") == sid {
+		return true, ""
+	}
+	if a, err := attribution(r); err == nil && a["synthesis_id"] == sid {
+		return true, ""
+	}
+	return false, "neither Contract-Synthesized nor the Attribution-Record names " + sid
+}
+
+// objects walks a JSON document and returns every object in it.
+func objects(v any) []map[string]any {
+	var out []map[string]any
+	var walk func(any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			out = append(out, t)
+			for _, x := range t {
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// sweepEntries are the entries of the last sweep report naming sid.
+func sweepEntries(r *steps.Response, sid string) []map[string]any {
+	doc, _ := r.JSON()
+	var out []map[string]any
+	for _, o := range objects(doc) {
+		if o["synthesis_id"] == sid {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+var extFields = []string{"synthesis_id", "contract_hash", "negotiation_origin"}
+
+func last(ctx context.Context) (*steps.World, *state, *steps.Response, error) {
+	w, s := steps.From(ctx), st(ctx)
+	r, err := w.LastResponse()
+	return w, s, r, err
+}
+
+func registerAssertions(sc *godog.ScenarioContext) {
+	sc.Step(`^the response status is (\d+) with reason ([a-z-]+)$`, func(ctx context.Context, status int, reason string) error {
+		_, err := expectReason(steps.From(ctx), status, reason)
+		return err
+	})
+	sc.Step(`^the response status is (\d+) with reason ([a-z-]+) naming scope (\S+)$`, func(ctx context.Context, status int, reason, scope string) error {
+		w := steps.From(ctx)
+		doc, err := expectReason(w, status, reason)
+		if err != nil {
+			return err
+		}
+		r, _ := w.LastResponse()
+		return w.Assert(scopeNamed(doc, scope), "the refusal does not name scope %s (error.scope, scope, or the reason's argument): %s", scope, r)
+	})
+	sc.Step(`^the response status is not (\d+)$`, func(ctx context.Context, status int) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status != status, "expected any status but %d: %s", status, r)
+	})
+	sc.Step(`^the request succeeded$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(is2xx(r), "expected a 2xx success: %s", r)
+	})
+	sc.Step(`^the response is the standard unregistered-pair refusal$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == 404 || r.Status == 405, "expected the standard unregistered-pair refusal (404 or 405): %s", r); err != nil {
+			return err
+		}
+		return unsignaled(w, r)
+	})
+	sc.Step(`^the response is either 464 contract-not-yours or the standard unregistered-pair refusal$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if r.Status == 464 {
+			_, err := expectReason(w, 464, "contract-not-yours")
+			return err
+		}
+		if err := w.Assert(r.Status == 404 || r.Status == 405, "expected 464 contract-not-yours or the standard 404/405: %s", r); err != nil {
+			return err
+		}
+		return unsignaled(w, r)
+	})
+	sc.Step(`^the response carries a fresh RCNS-Attempt-Id$`, func(ctx context.Context) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		id := r.Header.Get("RCNS-Attempt-Id")
+		if err := w.Assert(id != "", "no RCNS-Attempt-Id header on a %d: %s", r.Status, r); err != nil {
+			return err
+		}
+		fresh := !s.attempts[id]
+		s.attempts[id] = true
+		return w.Assert(fresh, "RCNS-Attempt-Id %q was already given to an earlier evaluation", id)
+	})
+	sc.Step(`^the response names no synthesis_id$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Header.Get("Contract-Synthesized") == "", "a refusal carried Contract-Synthesized: %s", r); err != nil {
+			return err
+		}
+		doc, _ := r.JSON()
+		for _, o := range objects(doc) {
+			if sid, ok := o["synthesis_id"]; ok {
+				return w.Assert(false, "the refusal names synthesis_id %v: %s", sid, r)
+			}
+		}
+		return w.Assert(true, "")
+	})
+	sc.Step(`^"([a-z]+)" holds (no|exactly one) contracts?$`, func(ctx context.Context, who, how string) error {
+		w := steps.From(ctx)
+		prev := w.Last
+		r, err := floor(ctx, who, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
+		w.Last = prev
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == 200, "DISCOVER /contracts: %s", r); err != nil {
+			return err
+		}
+		doc, _ := r.JSON()
+		ids := map[string]bool{}
+		for _, o := range objects(doc) {
+			if sid, ok := o["synthesis_id"].(string); ok {
+				ids[sid] = true
+			}
+		}
+		want := 0
+		if how == "exactly one" {
+			want = 1
+		}
+		return w.Assert(len(ids) == want, "expected %s contract for %q, DISCOVER /contracts lists %d: %s", how, who, len(ids), r)
+	})
+	sc.Step(`^the response is a 461 contract preview for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, target string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		target = s.expand(target)
+		if err := w.Assert(r.Status == 461, "expected 461: %s", r); err != nil {
+			return err
+		}
+		doc, err := r.JSON()
+		if err != nil {
+			return w.Assert(false, "%v", err)
+		}
+		str := func(p string) string { v, _ := field(doc, p).(string); return v }
+		var problems []string
+		if str("synthesis_id") == "" {
+			problems = append(problems, "no synthesis_id")
+		}
+		if str("method") != method {
+			problems = append(problems, fmt.Sprintf("method %q, want %s", str("method"), method))
+		}
+		if str("path") != target {
+			problems = append(problems, fmt.Sprintf("path %q, want %s", str("path"), target))
+		}
+		if _, ok := field(doc, "endpoint").(map[string]any); !ok {
+			problems = append(problems, "no endpoint object")
+		}
+		if str("recipe_lineage.recipe_name") == "" || str("recipe_lineage.recipe_version") == "" {
+			problems = append(problems, "no recipe_lineage{recipe_name, recipe_version}")
+		}
+		if str("contract_hash") == "" {
+			problems = append(problems, "no contract_hash")
+		}
+		if t, err := time.Parse(time.RFC3339, str("expires_at")); err != nil || !t.After(time.Now().Add(-5*time.Second)) {
+			problems = append(problems, fmt.Sprintf("expires_at %q is not a future RFC 3339 time", str("expires_at")))
+		}
+		return w.Assert(len(problems) == 0, "the 461 preview is incomplete (%s): %s", strings.Join(problems, "; "), r)
+	})
+	sc.Step(`^the AGTP field "([^"]*)" is "([^"]*)"$`, func(ctx context.Context, path, want string) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		doc, err := r.JSON()
+		if err != nil {
+			return w.Assert(false, "%v", err)
+		}
+		v := field(doc, path)
+		return w.Assert(v != nil && steps.Text(v) == want, "expected %s = %q (in result or at top level), got %v: %s", path, want, v, r)
+	})
+	sc.Step(`^the response is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		sid, err := s.contractRef(ref)
+		if err != nil {
+			return err
+		}
+		ok, why := servedUnder(r, sid)
+		return w.Assert(ok, "expected a success served under %s (%s): %s", sid, why, r)
+	})
+	sc.Step(`^the response is not served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		sid, err := s.contractRef(ref)
+		if err != nil {
+			return err
+		}
+		ok, _ := servedUnder(r, sid)
+		return w.Assert(!ok && !is2xx(r), "the request was still served (under %s): %s", sid, r)
+	})
+	sc.Step(`^each of them is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef(ref)
+		if err != nil {
+			return err
+		}
+		if len(s.batch) == 0 {
+			return fmt.Errorf("scenario error: no repeated request was sent")
+		}
+		for i, r := range s.batch {
+			ok, why := servedUnder(r, sid)
+			if err := w.Assert(ok, "invocation %d of %d was not served under %s (%s): %s", i+1, len(s.batch), sid, why, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the response refuses the released contract$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if r.Status == 404 {
+			return w.Assert(true, "")
+		}
+		_, err = expectReason(w, 464, "contract-revoked")
+		return err
+	})
+	sc.Step(`^the response is a success carrying Contract-Synthesized$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(is2xx(r), "expected the action's own 2xx success: %s", r); err != nil {
+			return err
+		}
+		return w.Assert(r.Header.Get("Contract-Synthesized") != "", "the success carries no Contract-Synthesized header: %s", r)
+	})
+	sc.Step(`^the room record (\S+) (exists|does not exist)$`, func(ctx context.Context, id, how string) error {
+		w, s := steps.From(ctx), st(ctx)
+		prev := w.Last
+		r, err := send(ctx, readerName, "FETCH", "/room?id="+s.expand(id), options{params: map[string]any{}})
+		w.Last = prev
+		if err != nil {
+			return err
+		}
+		if how == "exists" {
+			return w.Assert(r.Status == 200, "the Tier A read FETCH /room?id=%s did not find the record the action writes: %s", s.expand(id), r)
+		}
+		return w.Assert(r.Status == 404, "the Tier A read FETCH /room?id=%s found a record, so the action ran: %s", s.expand(id), r)
+	})
+	sc.Step(`^the response body carries scope rcns$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		doc, err := r.JSON()
+		if err != nil {
+			return w.Assert(false, "%v", err)
+		}
+		e, _ := doc["error"].(map[string]any)
+		return w.Assert(doc["scope"] == "rcns" || (e != nil && e["scope"] == "rcns"), "the 429 body has no scope rcns (top level or in error): %s", r)
+	})
+	sc.Step(`^the response refuses for lack of scope inspect:all$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status == 262 || r.Status == 403 || r.Status == 455, "expected an authority refusal (262, 403 or 455): %s", r)
+	})
+	sc.Step(`^the Attribution-Record carries the contract's synthesis_id, a contract_hash and negotiation_origin "([a-z-]+)"$`, func(ctx context.Context, origin string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(is2xx(r), "expected an action served under the contract: %s", r); err != nil {
+			return err
+		}
+		a, err := attribution(r)
+		if err := w.Assert(err == nil, "%v: %s", err, r); err != nil {
+			return err
+		}
+		var problems []string
+		if a["synthesis_id"] != s.current {
+			problems = append(problems, fmt.Sprintf("synthesis_id %v, want %s", a["synthesis_id"], s.current))
+		}
+		if h, _ := a["contract_hash"].(string); h == "" {
+			problems = append(problems, "no contract_hash")
+		}
+		if a["negotiation_origin"] != origin {
+			problems = append(problems, fmt.Sprintf("negotiation_origin %v, want %s", a["negotiation_origin"], origin))
+		}
+		return w.Assert(len(problems) == 0, "Attribution-Record payload: %s: %v", strings.Join(problems, "; "), a)
+	})
+	sc.Step(`^the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(is2xx(r), "expected a Tier A/B success: %s", r); err != nil {
+			return err
+		}
+		a, err := attribution(r)
+		if err := w.Assert(err == nil, "%v: %s", err, r); err != nil {
+			return err
+		}
+		var present []string
+		for _, f := range extFields {
+			if _, ok := a[f]; ok {
+				present = append(present, f)
+			}
+		}
+		return w.Assert(len(present) == 0, "a Tier A/B Attribution-Record carries %s: %v", strings.Join(present, ", "), a)
+	})
+	sc.Step(`^every contract_hash seen is 64 lowercase hex, the same each time, and equal to the previewed one$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		preview := s.previewHash[s.current]
+		if err := w.Assert(hex64.MatchString(preview), "the previewed contract_hash %q is not 64 lowercase hex", preview); err != nil {
+			return err
+		}
+		if len(s.batch) == 0 {
+			return fmt.Errorf("scenario error: no invocations were sent")
+		}
+		for i, r := range s.batch {
+			a, err := attribution(r)
+			if err := w.Assert(err == nil && is2xx(r), "invocation %d: %v: %s", i+1, err, r); err != nil {
+				return err
+			}
+			h, _ := a["contract_hash"].(string)
+			if err := w.Assert(hex64.MatchString(h), "invocation %d: contract_hash %q is not 64 lowercase hex", i+1, h); err != nil {
+				return err
+			}
+			if err := w.Assert(h == preview, "invocation %d: contract_hash %s differs from the previewed %s", i+1, h, preview); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the lifecycle stream has an rcns_release event for `+contractRefs+`(?: with reason "([^"]*)")?(?: and actor "([^"]*)")?$`, func(ctx context.Context, ref, reason, actor string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		sid, err := s.contractRef(ref)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == 200, "INSPECT target=lifecycle: %s", r); err != nil {
+			return err
+		}
+		doc, _ := r.JSON()
+		var seen []string
+		for _, o := range objects(doc) {
+			if o["type"] != "rcns_release" && o["event"] != "rcns_release" {
+				continue
+			}
+			ev := map[string]any{}
+			for k, v := range o {
+				ev[k] = v
+			}
+			if p, ok := o["payload"].(map[string]any); ok {
+				for k, v := range p {
+					ev[k] = v
+				}
+			}
+			if ev["synthesis_id"] != sid {
+				continue
+			}
+			b, _ := json.Marshal(ev)
+			seen = append(seen, string(b))
+			if (reason == "" || ev["reason"] == reason) && (actor == "" || ev["actor"] == actor) {
+				return w.Assert(true, "")
+			}
+		}
+		return w.Assert(false, "no rcns_release event for %s with reason %q and actor %q; rcns_release events for it: %v: %s", sid, reason, actor, seen, r)
+	})
+	sc.Step(`^the sweep reports `+contractRefs+` as (unchanged|grandfathered|evicted)$`, func(ctx context.Context, ref, disp string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef(ref)
+		if err != nil {
+			return err
+		}
+		if s.sweep == nil {
+			return fmt.Errorf("scenario error: no sweep was fired")
+		}
+		if err := w.Assert(s.sweep.Status == 200, "the sweep was refused: %s", s.sweep); err != nil {
+			return err
+		}
+		var got []string
+		for _, e := range sweepEntries(s.sweep, sid) {
+			d, _ := e["disposition"].(string)
+			got = append(got, d)
+			if d == disp {
+				return w.Assert(true, "")
+			}
+		}
+		return w.Assert(false, "the sweep does not report %s as %s (dispositions seen: %v): %s", sid, disp, got, s.sweep)
+	})
+	sc.Step(`^the sweep reports `+contractRefs+` with current_version null$`, func(ctx context.Context, ref string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef(ref)
+		if err != nil {
+			return err
+		}
+		if s.sweep == nil {
+			return fmt.Errorf("scenario error: no sweep was fired")
+		}
+		for _, e := range sweepEntries(s.sweep, sid) {
+			if v, ok := e["current_version"]; ok && v == nil {
+				return w.Assert(true, "")
+			}
+		}
+		return w.Assert(false, "the sweep does not report %s with current_version null: %s", sid, s.sweep)
+	})
+	sc.Step(`^the sweep reports `+contractRefs+` as neither grandfathered nor evicted$`, func(ctx context.Context, ref string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef(ref)
+		if err != nil {
+			return err
+		}
+		if s.sweep == nil {
+			return fmt.Errorf("scenario error: no sweep was fired")
+		}
+		if err := w.Assert(s.sweep.Status == 200, "the sweep was refused: %s", s.sweep); err != nil {
+			return err
+		}
+		for _, e := range sweepEntries(s.sweep, sid) {
+			if d := e["disposition"]; d == "grandfathered" || d == "evicted" {
+				return w.Assert(false, "the sweep reports passthrough contract %s as %v: %s", sid, d, s.sweep)
+			}
+		}
+		return w.Assert(true, "")
+	})
+	sc.Step(`^the response is a replay of "([a-z]+)"'s first response to Idempotency-Key "([a-z0-9-]+)"$`, func(ctx context.Context, who, key string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		first := s.firstByKey[who+"\x00"+key]
+		if first == nil || first == r {
+			return fmt.Errorf("scenario error: no earlier response of %q to key %q", who, key)
+		}
+		return w.Assert(r.Status == first.Status && steps.JSONEqual(r.Body, first.Body),
+			"the replay is not the cached response:\nfirst:  %s\nreplay: %s", first, r)
+	})
+	sc.Step(`^the response is not "([a-z]+)"'s response to Idempotency-Key "([a-z0-9-]+)"$`, func(ctx context.Context, who, key string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		first := s.firstByKey[who+"\x00"+key]
+		if first == nil || first == r {
+			return fmt.Errorf("scenario error: no earlier response of %q to key %q", who, key)
+		}
+		same := steps.JSONEqual(r.Body, first.Body)
+		if a, b := r.Header.Get("Contract-Synthesized"), first.Header.Get("Contract-Synthesized"); a != "" && a == b {
+			same = true
+		}
+		return w.Assert(!same, "another agent's key was answered from %q's cache:\n%q: %s\nother: %s", who, who, first, r)
+	})
+}
+
+// unsignaled asserts that nothing in a refusal reveals RCNS.
+func unsignaled(w *steps.World, r *steps.Response) error {
+	var leaks []string
+	for _, h := range []string{"Contract-Synthesized", "RCNS-Attempt-Id"} {
+		if r.Header.Get(h) != "" {
+			leaks = append(leaks, h)
+		}
+	}
+	if doc, err := r.JSON(); err == nil {
+		if reason, _ := reasonOf(doc); strings.HasPrefix(reason, "rcns") || rcnsReasons[reason] {
+			leaks = append(leaks, "reason "+reason)
+		}
+	}
+	sort.Strings(leaks)
+	return w.Assert(len(leaks) == 0, "an unsignaled refusal reveals RCNS (%s): %s", strings.Join(leaks, ", "), r)
+}
+
+var rcnsReasons = map[string]bool{"rcns-disabled": true, "trust-tier-insufficient": true, "composition-impossible": true,
+	"synthesis-error": true, "contract-not-yours": true, "contract-revoked": true}

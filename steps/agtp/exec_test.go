@@ -1,0 +1,78 @@
+package agtp_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/steps"
+	agtpsteps "github.com/parley-conformance/parley/steps/agtp"
+	"github.com/parley-conformance/parley/target"
+)
+
+// TestExecAdapterCertifiesATOMLConfiguredHost runs the AGTP corpus through
+// the exec target against docs/examples: an adapter that turns the suite's
+// configuration into a TOML file and PEM files and starts a host without
+// seams. Every wire-witnessed requirement must pass over both transports;
+// the seam-witnessed ones are blocked (the host has no seams), never failed.
+func TestExecAdapterCertifiesATOMLConfiguredHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs an external host")
+	}
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("the example adapter needs jq")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "agtp-toml-host")
+	build := exec.Command("go", "build", "-o", bin, "./docs/examples/agtp-toml-host")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the example host: %v\n%s", err, out)
+	}
+	adapter, err := filepath.Abs("../../docs/examples/agtp-exec-adapter.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := target.NewExec("AGTP_HOST=" + bin + " sh " + adapter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := scenarios.LoadCorpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agtp-rcns"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var passed, blocked int
+	for _, r := range res.Rows {
+		e, _ := reg.Lookup(r.ID)
+		want := steps.ExecutedPass
+		if e.Witness == scenarios.WitnessSeam {
+			want = steps.Blocked
+		}
+		if r.Result != want {
+			t.Errorf("%s (%s witness) through the exec adapter: %s, want %s (%s)", r.ID, e.Witness, r.Result, want, r.Detail)
+		}
+		if r.Result == steps.Blocked && !strings.Contains(r.Detail, "no test seams") {
+			t.Errorf("%s blocked for another reason than the missing seams: %s", r.ID, r.Detail)
+		}
+		switch r.Result {
+		case steps.ExecutedPass:
+			passed++
+		case steps.Blocked:
+			blocked++
+		}
+	}
+	t.Logf("exec adapter: %d requirements executed-pass, %d blocked (seams); reason placements seen: %v", passed, blocked, agtpsteps.ReasonPlacements())
+}

@@ -1,0 +1,376 @@
+// Package agtp binds the AGTP RCNS features (features/agtp) to a host's
+// AGTP/1.0 wire, through wire/agtp's client with its deadlines and limits.
+// The suite describes the host as a TOML document (the [policies.rcns]
+// knobs a scenario sets, the agents it declares, and the suite's fixed
+// recipe, passthrough, primitive and endpoint fixture); every scenario runs
+// over TLS 1.3 with a throwaway certificate the suite issues, and over
+// plaintext loopback. Steps assert on what came back on the wire; the only
+// seam used is the recipe seam (an operator editing policy), which
+// docs/host-interface.md describes.
+package agtp
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cucumber/godog"
+	"github.com/google/uuid"
+
+	"github.com/parley-conformance/parley/steps"
+	wire "github.com/parley-conformance/parley/wire/agtp"
+)
+
+const family = "agtp"
+
+// Transports a scenario names.
+const (
+	TransportTLS       = "TLS 1.3"
+	TransportPlaintext = "plaintext loopback"
+)
+
+// Register binds every AGTP step phrase.
+func Register(sc *godog.ScenarioContext) {
+	registerHost(sc)
+	registerActions(sc)
+	registerAssertions(sc)
+}
+
+type agent struct {
+	name   string
+	id     string
+	tier   int
+	scopes []string
+}
+
+// state is one scenario's AGTP memory.
+type state struct {
+	salt      string
+	transport string
+	knobs     map[string]string // [policies.rcns] knob -> TOML literal
+	agents    map[string]*agent
+	order     []string
+	places    map[string]string // {room}, {room2}, {slot} -> this scenario's value
+
+	client *wire.Client
+
+	current     string            // "the contract"
+	named       map[string]string // remembered contracts
+	previewHash map[string]string // synthesis_id -> contract_hash of its 461
+	attempts    map[string]bool   // RCNS-Attempt-Ids seen
+	batch       []*steps.Response // the responses of the last repeated send
+	firstByKey  map[string]*steps.Response
+	sweep       *steps.Response
+}
+
+func st(ctx context.Context) *state {
+	return steps.From(ctx).State(family, func() any {
+		salt := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+		s := &state{salt: salt, knobs: map[string]string{}, agents: map[string]*agent{},
+			named: map[string]string{}, previewHash: map[string]string{}, attempts: map[string]bool{},
+			firstByKey: map[string]*steps.Response{}, places: map[string]string{}}
+		for _, p := range []string{"room", "room2", "slot"} {
+			s.places[p] = p + "-" + salt
+		}
+		// The suite's reader: reads room records through the Tier A
+		// endpoint, so that whether an action ran is visible on the wire.
+		s.addAgent(readerName, 1, []string{"rooms:read"})
+		return s
+	}).(*state)
+}
+
+const readerName = "parley-reader"
+
+func (s *state) addAgent(name string, tier int, scopes []string) {
+	sum := sha256.Sum256([]byte("parley-agent\x00" + s.salt + "\x00" + name))
+	if _, ok := s.agents[name]; !ok {
+		s.order = append(s.order, name)
+	}
+	s.agents[name] = &agent{name: name, id: hex.EncodeToString(sum[:]), tier: tier, scopes: scopes}
+}
+
+func (s *state) agent(name string) (*agent, error) {
+	a := s.agents[name]
+	if a == nil {
+		return nil, fmt.Errorf("scenario error: no Given step declared agent %q", name)
+	}
+	return a, nil
+}
+
+// expand replaces {room}, {room2}, {slot} with the scenario's own values and
+// {fresh} with a new one each time.
+func (s *state) expand(target string) string {
+	for k, v := range s.places {
+		target = strings.ReplaceAll(target, "{"+k+"}", v)
+	}
+	for strings.Contains(target, "{fresh}") {
+		target = strings.Replace(target, "{fresh}", "fresh-"+strings.ReplaceAll(uuid.NewString(), "-", "")[:12], 1)
+	}
+	return target
+}
+
+// fixture is the suite's reference policy beyond the knobs and agents:
+// recipe room-booking v1 composes rooms.put and bookings.count for BOOK
+// /room/{id} and answers 201; a passthrough serves SCHEDULE /slot/{id};
+// FETCH /room and LIST /rooms are Tier A, QUOTE /quote is Tier B.
+const fixture = `
+[[policies.recipes]]
+name = "room-booking"
+version = "1"
+method = "BOOK"
+path = "/room/{id}"
+steps = ["rooms.put", "bookings.count"]
+success_status = 201
+
+[[policies.passthroughs]]
+method = "SCHEDULE"
+path = "/slot/{id}"
+primitive = "slots.put"
+
+[[primitives]]
+name = "rooms.put"
+kind = "record.put"
+collection = "rooms"
+scopes = ["rooms:write"]
+
+[[primitives]]
+name = "rooms.get"
+kind = "record.get"
+collection = "rooms"
+scopes = ["rooms:read"]
+
+[[primitives]]
+name = "rooms.list"
+kind = "record.list"
+collection = "rooms"
+scopes = ["rooms:read"]
+
+[[primitives]]
+name = "rooms-v2.put"
+kind = "record.put"
+collection = "rooms-v2"
+scopes = ["rooms:write"]
+
+[[primitives]]
+name = "bookings.count"
+kind = "counter.incr"
+collection = "bookings"
+scopes = ["rooms:write"]
+
+[[primitives]]
+name = "slots.put"
+kind = "record.put"
+collection = "slots"
+scopes = ["rooms:write"]
+
+[[primitives]]
+name = "quotes.echo"
+kind = "echo"
+
+[[endpoints]]
+method = "FETCH"
+path = "/room"
+tier = "A"
+primitive = "rooms.get"
+
+[[endpoints]]
+method = "LIST"
+path = "/rooms"
+tier = "A"
+primitive = "rooms.list"
+
+[[endpoints]]
+method = "QUOTE"
+path = "/quote"
+tier = "B"
+primitive = "quotes.echo"
+`
+
+// toml renders the host's configuration document.
+func (s *state) toml() string {
+	var b strings.Builder
+	b.WriteString("server_id = \"parley-agtp-under-test\"\n\n[policies.rcns]\n")
+	keys := make([]string, 0, len(s.knobs))
+	for k := range s.knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s = %s\n", k, s.knobs[k])
+	}
+	b.WriteString(fixture)
+	for _, n := range s.order {
+		a := s.agents[n]
+		q := make([]string, len(a.scopes))
+		for i, t := range a.scopes {
+			q[i] = strconv.Quote(t)
+		}
+		fmt.Fprintf(&b, "\n[[agents]]\nagent_id = %q\nname = %q\nprincipal = \"parley@example.test\"\ntrust_tier = %d\nverification_path = \"dns-anchored\"\nscopes = [%s]\n",
+			a.id, a.name, a.tier, strings.Join(q, ", "))
+	}
+	return b.String()
+}
+
+// reconfigure re-renders the host section after a Given step.
+func reconfigure(ctx context.Context) error {
+	s := st(ctx)
+	doc := s.toml()
+	var mat map[string]any
+	if s.transport == TransportTLS {
+		m, err := material()
+		if err != nil {
+			return err
+		}
+		mat = map[string]any{"cert_pem": m.certPEM, "key_pem": m.keyPEM}
+	}
+	return steps.From(ctx).Configure(family, func(sec map[string]any) {
+		sec["toml"] = doc
+		if mat != nil {
+			sec["tls"] = mat
+		} else {
+			delete(sec, "tls")
+		}
+	})
+}
+
+func registerHost(sc *godog.ScenarioContext) {
+	sc.Step(`^an AGTP server reached over (TLS 1\.3|plaintext loopback)$`, func(ctx context.Context, transport string) error {
+		st(ctx).transport = transport
+		return reconfigure(ctx)
+	})
+	sc.Step(`^its \[policies\.rcns\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
+		st(ctx).knobs[knob] = literal
+		return reconfigure(ctx)
+	})
+	sc.Step(`^its \[policies\.rcns\] leaves ([a-z_]+) unset$`, func(ctx context.Context, knob string) error {
+		delete(st(ctx).knobs, knob)
+		return reconfigure(ctx)
+	})
+	sc.Step(`^agent "([a-z]+)" has trust tier ([123]) and is granted "([^"]*)"$`, func(ctx context.Context, name string, tier int, grant string) error {
+		var scopes []string
+		for _, t := range strings.Split(grant, ",") {
+			if t = strings.TrimSpace(t); t != "" {
+				scopes = append(scopes, t)
+			}
+		}
+		st(ctx).addAgent(name, tier, scopes)
+		return reconfigure(ctx)
+	})
+	sc.Step(`^the operator's recipe seam is available$`, func(ctx context.Context) error {
+		return steps.From(ctx).RequireSeams()
+	})
+}
+
+// conn returns the scenario's AGTP client, acquiring the host first.
+func (s *state) conn(ctx context.Context) (*wire.Client, error) {
+	if s.client != nil {
+		return s.client, nil
+	}
+	w := steps.From(ctx)
+	if s.transport == "" {
+		return nil, errors.New("scenario error: no step said which transport reaches the AGTP server")
+	}
+	h, err := w.Host(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if h.AGTP == "" {
+		return nil, w.Block(`the host exposes no AGTP listener (its ready line has no "agtp" address)`)
+	}
+	opt := wire.ClientOptions{Timeout: steps.ExchangeTimeout, DialTimeout: 5 * time.Second,
+		Limits: wire.Limits{MaxBodyBytes: steps.MaxBodyBytes}}
+	if s.transport == TransportTLS {
+		m, err := material()
+		if err != nil {
+			return nil, err
+		}
+		opt.TLS = &tls.Config{RootCAs: m.pool}
+	}
+	c, err := wire.NewClient(h.AGTP, opt)
+	if errors.Is(err, wire.ErrPlaintextNotLoopback) {
+		return nil, w.Block("plaintext AGTP is only allowed to a loopback address and the host is at " + h.AGTP)
+	}
+	if err != nil {
+		return nil, err
+	}
+	w.Cleanup(func() { _ = c.Close() })
+	s.client = c
+	return c, nil
+}
+
+// tlsMaterial is the throwaway CA and server certificate of this run: the
+// host is configured with the leaf, the suite trusts only the CA.
+type tlsMaterial struct {
+	certPEM, keyPEM string
+	pool            *x509.CertPool
+}
+
+var (
+	matOnce sync.Once
+	mat     *tlsMaterial
+	matErr  error
+)
+
+func material() (*tlsMaterial, error) {
+	matOnce.Do(func() { mat, matErr = newMaterial() })
+	return mat, matErr
+}
+
+func newMaterial() (*tlsMaterial, error) {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial := func() *big.Int { n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120)); return n }
+	caTmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "parley throwaway AGTP CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, MaxPathLenZero: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	leafTmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "localhost"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, DNSNames: []string{"localhost"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
+	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	return &tlsMaterial{
+		certPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})),
+		keyPEM:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
+		pool:    pool,
+	}, nil
+}
