@@ -5,6 +5,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parley-conformance/parley/runner"
@@ -46,32 +47,56 @@ func witnessed(corpus *scenarios.Corpus) []string {
 // TestEveryRequirementFailsAgainstItsSabotagedHost runs each requirement's
 // scenarios against a host broken for exactly that requirement and expects
 // executed-fail on that id: a requirement the suite cannot fail is not tested.
+// The runs are independent and mostly wait on the network, so they are made
+// concurrently (bounded) and reported one subtest per id.
 func TestEveryRequirementFailsAgainstItsSabotagedHost(t *testing.T) {
 	reg, corpus := load(t)
 	rules := sabotage.Rules()
-	for _, id := range witnessed(corpus) {
+	type outcome struct {
+		row *runner.Row
+		err error
+	}
+	ids := witnessed(corpus)
+	results := make([]outcome, len(ids))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, id := range ids {
 		rule, ok := rules[id]
 		if !ok {
-			t.Errorf("%s: no sabotage rule; add one in sabotage/", id)
 			continue
 		}
-		t.Run(id, func(t *testing.T) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
 			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 			defer tgt.Close()
 			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, r := range res.Rows {
-				if r.ID != id {
-					continue
+			results[i].err = err
+			if err == nil {
+				for _, r := range res.Rows {
+					if r.ID == id {
+						results[i].row = &r
+					}
 				}
-				if r.Result != steps.ExecutedFail {
-					t.Errorf("against a host that %s, %s is %s, want executed-fail (%s)", rule.Broken, id, r.Result, r.Detail)
-				}
-				return
 			}
-			t.Errorf("%s: no row in the result", id)
+		}()
+	}
+	wg.Wait()
+	for i, id := range ids {
+		rule, ok := rules[id]
+		t.Run(id, func(t *testing.T) {
+			switch r := results[i]; {
+			case !ok:
+				t.Errorf("no sabotage rule for %s; add one in sabotage/", id)
+			case r.err != nil:
+				t.Fatal(r.err)
+			case r.row == nil:
+				t.Errorf("no row for %s in the result", id)
+			case r.row.Result != steps.ExecutedFail:
+				t.Errorf("against a host that %s, %s is %s, want executed-fail (%s)", rule.Broken, id, r.row.Result, r.row.Detail)
+			}
 		})
 	}
 }
