@@ -15,6 +15,7 @@ import (
 
 	"github.com/cucumber/godog"
 
+	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/target"
 )
 
@@ -199,6 +200,11 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 	cfg, err := target.NewConfig(fams, seams)
 	if err != nil {
 		return nil, err
+	}
+	// Implementers build hosts to schemas/host-config.json: a step that asks
+	// for something the schema does not describe is a suite fault.
+	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
+		return nil, fmt.Errorf("scenario error: the host configuration %s does not satisfy schemas/host-config.json: %v", cfg.JSON(), err)
 	}
 	h, err := w.Target.Acquire(ctx, cfg)
 	if errors.Is(err, target.ErrUnsatisfiable) {

@@ -14,12 +14,12 @@ import (
 // hostAt makes a World whose target is a url host at u.
 func hostAt(t *testing.T, u string) (*World, context.Context) {
 	t.Helper()
-	cfg, err := target.NewConfig(map[string]any{"demo": map[string]any{}}, false)
+	cfg, err := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := NewWorld(&target.URL{HTTP: u, Declared: cfg})
-	if err := w.Configure("demo", func(map[string]any) {}); err != nil {
+	if err := w.Configure("contractrefine", func(map[string]any) {}); err != nil {
 		t.Fatal(err)
 	}
 	return w, context.Background()
@@ -65,9 +65,9 @@ func TestAFloodingHostIsCutOff(t *testing.T) {
 }
 
 func TestAnUnsatisfiableConfigurationBlocks(t *testing.T) {
-	cfg, _ := target.NewConfig(map[string]any{"demo": map[string]any{"mode": "a"}}, false)
+	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{"mode": "a"}}, false)
 	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg})
-	_ = w.Configure("demo", func(m map[string]any) { m["mode"] = "b" })
+	_ = w.Configure("contractrefine", func(m map[string]any) { m["mode"] = "b" })
 	if _, err := w.Host(context.Background()); err == nil {
 		t.Fatal("want an error")
 	}
@@ -100,5 +100,15 @@ func TestIsUUIDv4(t *testing.T) {
 		if IsUUIDv4(s) != want {
 			t.Errorf("IsUUIDv4(%q) != %v", s, want)
 		}
+	}
+}
+
+func TestAConfigurationOutsideTheSchemaIsASuiteFault(t *testing.T) {
+	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
+	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg})
+	_ = w.Configure("contractrefine", func(m map[string]any) { m["moed"] = "enforce" })
+	_, err := w.Host(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "scenario error") {
+		t.Fatalf("want a suite fault naming the schema, got %v", err)
 	}
 }

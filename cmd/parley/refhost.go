@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/parley-conformance/parley/refhost"
+	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/target"
 )
 
@@ -31,8 +32,12 @@ certifies the reference host as an external host would be.`,
 			if err != nil {
 				return usage("%v", err)
 			}
-			if _, err := target.ParseConfig(b); err != nil {
+			cfg, err := target.ParseConfig(b)
+			if err != nil {
 				return usage("%s: %v", args[0], err)
+			}
+			if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
+				return usage("%s does not satisfy schemas/host-config.json: %v", args[0], err)
 			}
 			h, err := refhost.Start(refhost.Options{
 				Config:  b,

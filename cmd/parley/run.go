@@ -18,6 +18,7 @@ import (
 	"github.com/parley-conformance/parley/evidence"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
 )
@@ -129,6 +130,9 @@ func buildTarget(f *runFlags) (target.Target, error) {
 		cfg, err := target.ParseConfig(b)
 		if err != nil {
 			return nil, usage("--host-config %s: %v", f.hostConfig, err)
+		}
+		if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
+			return nil, usage("--host-config %s does not satisfy schemas/host-config.json: %v", f.hostConfig, err)
 		}
 		return &target.URL{HTTP: f.url, AGTP: f.agtp, Declared: cfg}, nil
 	case "container":
