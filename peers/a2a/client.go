@@ -66,22 +66,8 @@ func (c *Client) do(req *http.Request, version string) (*Response, error) {
 	if version != "" {
 		req.Header.Set(VersionHeader, version)
 	}
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
-	if c.Workspace != "" {
-		req.Header.Set("OpenWOP-Workspace-Id", c.Workspace)
-	}
-	resp, err := wire.Client(c.HTTP, c.Timeout).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	max := c.MaxBody
-	if max <= 0 {
-		max = wire.DefaultMaxBody
-	}
-	b, err := wire.ReadLimited(resp.Body, max)
+	wire.Authorize(req, c.APIKey, c.Workspace)
+	resp, b, err := wire.Fetch(c.HTTP, c.Timeout, c.MaxBody, req)
 	if err != nil {
 		return nil, err
 	}

@@ -68,22 +68,8 @@ func (c *Client) Initialize(ctx context.Context, serverURL, protocolVersion stri
 	if protocolVersion != "" && !c.OmitVersionHeader {
 		req.Header.Set(VersionHeader, protocolVersion)
 	}
-	if c.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+c.APIKey)
-	}
-	if c.Workspace != "" {
-		req.Header.Set("OpenWOP-Workspace-Id", c.Workspace)
-	}
-	resp, err := wire.Client(c.HTTP, c.Timeout).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	max := c.MaxBody
-	if max <= 0 {
-		max = wire.DefaultMaxBody
-	}
-	b, err := wire.ReadLimited(resp.Body, max)
+	wire.Authorize(req, c.APIKey, c.Workspace)
+	resp, b, err := wire.Fetch(c.HTTP, c.Timeout, c.MaxBody, req)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +79,7 @@ func (c *Client) Initialize(ctx context.Context, serverURL, protocolVersion stri
 	payload := b
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
 		payload = nil
-		_ = sse.Parse(bytes.NewReader(b), int(max), func(f sse.Frame) bool {
+		_ = sse.Parse(bytes.NewReader(b), len(b)+1, func(f sse.Frame) bool {
 			var probe struct {
 				ID json.RawMessage `json:"id"`
 			}

@@ -111,3 +111,32 @@ func Client(c *http.Client, timeout time.Duration) *http.Client {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 }
+
+// Authorize adds what attributes an exchange to a tenant and workspace: a
+// bearer key and the OpenWOP-Workspace-Id header, each only when set.
+func Authorize(req *http.Request, apiKey, workspace string) {
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	if workspace != "" {
+		req.Header.Set("OpenWOP-Workspace-Id", workspace)
+	}
+}
+
+// Fetch performs req with the hardened client and reads at most maxBody
+// bytes of the answer (DefaultMaxBody when maxBody <= 0).
+func Fetch(hc *http.Client, timeout time.Duration, maxBody int64, req *http.Request) (*http.Response, []byte, error) {
+	resp, err := Client(hc, timeout).Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBody
+	}
+	b, err := ReadLimited(resp.Body, maxBody)
+	if err != nil {
+		return nil, nil, err
+	}
+	return resp, b, nil
+}
