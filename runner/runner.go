@@ -19,6 +19,7 @@ import (
 
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/steps/agl"
 	"github.com/parley-conformance/parley/steps/agtp"
 	"github.com/parley-conformance/parley/steps/contractrefine"
 	"github.com/parley-conformance/parley/steps/openwop"
@@ -265,6 +266,7 @@ func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenario
 				return ctx, nil
 			})
 			steps.RegisterCommon(sc)
+			agl.Register(sc)
 			agtp.Register(sc)
 			contractrefine.Register(sc)
 			openwop.Register(sc)

@@ -64,6 +64,11 @@ type Exchange struct {
 	Body   []byte
 	// Config is the configuration the scenario asked for, by family.
 	Config map[string]map[string]any
+	// Upstream is the host's base URL behind the proxy, for a rule that
+	// must make the host act again (replay or alter a request itself).
+	// An Intercept that returns nil may also rewrite Body: the rewritten
+	// body is what reaches the host.
+	Upstream string
 }
 
 // Section returns one family's configuration section (never nil).
@@ -223,7 +228,7 @@ func (t *Target) proxy(upstream string, cfg map[string]map[string]any) (string, 
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		x := &Exchange{Method: req.Method, Path: req.URL.Path, Query: req.URL.Query(), Header: req.Header.Clone(), Body: body, Config: cfg}
+		x := &Exchange{Method: req.Method, Path: req.URL.Path, Query: req.URL.Query(), Header: req.Header.Clone(), Body: body, Config: cfg, Upstream: upstream}
 		if t.Rule.Intercept != nil {
 			if r := t.Rule.Intercept(x); r != nil {
 				for k, vs := range r.Header {
@@ -232,6 +237,11 @@ func (t *Target) proxy(upstream string, cfg map[string]map[string]any) (string, 
 				w.WriteHeader(r.Status)
 				_, _ = w.Write(r.Body)
 				return
+			}
+			if !bytes.Equal(x.Body, body) {
+				body = x.Body
+				req.ContentLength = int64(len(body))
+				req.Header.Set("Content-Length", strconv.Itoa(len(body)))
 			}
 		}
 		// Keep "no body" distinct from "empty body" on the way through.
@@ -340,7 +350,7 @@ func (t *Target) Close() error {
 // Rules returns every rule, keyed by requirement id.
 func Rules() map[string]Rule {
 	out := map[string]Rule{}
-	for _, set := range [][]Rule{contractRefineRules, openWOPRules, agtpRules} {
+	for _, set := range [][]Rule{contractRefineRules, openWOPRules, agtpRules, aglRules} {
 		for _, r := range set {
 			if _, dup := out[r.ID]; dup {
 				panic(fmt.Sprintf("sabotage: two rules for %s", r.ID))

@@ -85,7 +85,7 @@ func (h *Host) dispatch(ctx context.Context, req *dispatchRequest) (*operationRo
 			return nil
 		}
 		if fresh, err := h.permitByID(ctx, h.st.db, permit.ID); err == nil && fresh.ConsumedAt != nil {
-			return h.consumedDenial(ctx, fresh, 4)
+			return h.consumedDenial(ctx, h.st.db, fresh, 4)
 		}
 		return nil
 	}
@@ -143,9 +143,13 @@ func (h *Host) dispatch(ctx context.Context, req *dispatchRequest) (*operationRo
 	return h.execute(context.WithoutCancel(ctx), ev, op, permit)
 }
 
-func (h *Host) consumedDenial(ctx context.Context, p *permitRow, step int) *Denial {
+// consumedDenial reads through q: inside the claim transaction that must be
+// the transaction itself, since asking the pool for a second connection while
+// holding the write lock can starve (every other connection may be waiting
+// for that lock).
+func (h *Host) consumedDenial(ctx context.Context, q querier, p *permitRow, step int) *Denial {
 	var state string
-	h.st.db.QueryRowContext(ctx, `SELECT state FROM operations WHERE id=?`, p.ConsumedBy).Scan(&state)
+	q.QueryRowContext(ctx, `SELECT state FROM operations WHERE id=?`, p.ConsumedBy).Scan(&state)
 	if state == "Unknown" {
 		d := deny(409, "uncertain_completion", "uncertain_completion", step,
 			"permit %s was already used by operation %s, whose outcome is not established; it awaits reconciliation, not a retry", p.ID, p.ConsumedBy)
@@ -169,7 +173,7 @@ func (h *Host) checkPermit(ctx context.Context, ev *evaluation, token string, p 
 	case now >= p.ExpiresAt:
 		return deny(403, "permit_expired", "approval_expired_or_revoked", 5, "permit %s expired at %s", p.ID, msTime(p.ExpiresAt))
 	case p.ConsumedAt != nil:
-		return h.consumedDenial(ctx, p, 5)
+		return h.consumedDenial(ctx, h.st.db, p, 5)
 	case prop.PolicyFP != h.policyFP:
 		return deny(403, "policy_fingerprint_mismatch", "proposal_mismatch", 5, "the permit was issued under deployment policy %s; the host now runs %s", prop.PolicyFP, h.policyFP)
 	case prop.Digest != ev.digest:
@@ -249,7 +253,7 @@ func (h *Host) claim(ctx context.Context, ev *evaluation, permit *permitRow, pro
 				if err != nil {
 					return err
 				}
-				return errAbort{h.consumedDenial(ctx, fresh, 7)}
+				return errAbort{h.consumedDenial(ctx, tx, fresh, 7)}
 			}
 			res, err = tx.Exec(`UPDATE operations SET state='Claimed', permit_id=?, attempt=1, owner_instance=?, updated_at=? WHERE id=? AND state='Pending'`,
 				permit.ID, h.instance, now, opID)

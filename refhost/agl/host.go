@@ -20,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -123,6 +124,7 @@ type Host struct {
 	client   *http.Client
 	faults   *faults
 	exit     func(int) // seam "exit" action; os.Exit in production
+	halted   atomic.Bool
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -293,6 +295,10 @@ func (h *Host) Handler() http.Handler {
 func (h *Host) wrap(next http.Handler) http.Handler {
 	timeout := time.Duration(h.cfg.RequestTimeoutMS) * time.Millisecond
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h.halted.Load() {
+			// A halted instance is dead: drop the connection unanswered.
+			panic(http.ErrAbortHandler)
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		r.Body = http.MaxBytesReader(w, r.Body, h.cfg.MaxBodyBytes)

@@ -33,7 +33,7 @@ const (
 	envTrials     = "AGL_CONTENTION_TRIALS"
 )
 
-var trialsFlag = flag.Int("agl.trials", 0, "contended trials for the two-process test (overrides "+envTrials+"; default 50)")
+var trialsFlag = flag.Int("agl.trials", 0, "contended trials for the two-process test (overrides "+envTrials+"; default 1000, 50 with -short)")
 
 func TestMain(m *testing.M) {
 	if cfg := os.Getenv(envHostConfig); cfg != "" {
@@ -120,7 +120,12 @@ func contentionTrials() int {
 	if n, err := strconv.Atoi(os.Getenv(envTrials)); err == nil && n > 0 {
 		return n
 	}
-	return 50
+	if testing.Short() {
+		return 50
+	}
+	// The acceptance bar: exactly one effect per permit over 1,000
+	// contended trials (about 10 ms a trial).
+	return 1000
 }
 
 // TestTwoProcessSinglePermitClaim: two host processes share one SQLite file;

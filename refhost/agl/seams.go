@@ -21,7 +21,8 @@ var errInjected = errors.New("agl: injected fault")
 // fault is one armed injection. Action "fail" makes the boundary fail (the
 // claim transaction aborts; the external call loses its connection after
 // sending; the outcome transaction aborts), "exit" ends the host process at
-// the boundary, "delay" sleeps there first.
+// the boundary, "halt" stops this host instance there as a crash would but
+// leaves the OS process running, "delay" sleeps there first.
 type fault struct {
 	Boundary  string `json:"boundary"`
 	Action    string `json:"action"`
@@ -67,6 +68,14 @@ func (h *Host) fire(ctx context.Context, boundary, op string) error {
 		case <-ctx.Done():
 		}
 		return nil
+	case "halt":
+		// The instance dies in place, as its process would: no further
+		// heartbeat, no answer on this or any later request, nothing more
+		// written for this operation (a transaction open at the boundary
+		// rolls back). The OS process survives, so a host embedded in a
+		// test process (the suite's in-process target) can be crashed too.
+		h.halt()
+		panic(http.ErrAbortHandler)
 	case "exit":
 		code := ft.ExitCode
 		if code == 0 {
@@ -97,9 +106,9 @@ func (h *Host) Seams() http.Handler {
 			return
 		}
 		switch ft.Action {
-		case "fail", "exit", "delay":
+		case "fail", "exit", "halt", "delay":
 		default:
-			writeDenial(w, deny(422, "schema_error", "schema_error", 0, "action must be fail, exit or delay"))
+			writeDenial(w, deny(422, "schema_error", "schema_error", 0, "action must be fail, exit, halt or delay"))
 			return
 		}
 		if ft.Count == 0 {
@@ -135,4 +144,13 @@ func (h *Host) Seams() http.Handler {
 		writeJSON(w, 200, map[string]any{"instance": h.instance, "pid": pid(), "database_path": h.cfg.DatabasePath})
 	})
 	return h.wrap(mux)
+}
+
+// halt stops the instance as a crash would: the heartbeat stops (so another
+// host on the same store recovers its claims once the lease lapses) and
+// every later request is dropped without an answer.
+func (h *Host) halt() {
+	h.halted.Store(true)
+	h.stopOnce.Do(func() { close(h.stop) })
+	h.log.Warn("agl: host instance halted by the seam; it no longer heartbeats or answers", "instance", h.instance)
 }

@@ -189,11 +189,19 @@ type errAbort struct{ d *Denial }
 func (e errAbort) Error() string { return e.d.Code }
 
 // tx runs fn in one BEGIN IMMEDIATE transaction and commits it.
+// A panic inside fn (a handler aborted by the halt seam, or a bug) rolls the
+// transaction back before it propagates, so the write lock is never leaked.
 func (s *store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+	}()
 	if err := fn(tx); err != nil {
 		tx.Rollback()
 		return err

@@ -1,0 +1,138 @@
+# agl-behavioral-contracts.txt §8 Durability, retries, and uncertain
+# outcomes: the operation lifecycle, crash while Claimed, invalid receipts,
+# when a retry is allowed, and reconciliation.
+Feature: Durable operations and uncertain outcomes
+  Each logical operation is persisted with its own id. What the dispatcher
+  cannot establish is Unknown, and an Unknown non-idempotent write waits for
+  reconciliation or a human: it is never retried blindly.
+
+  Background:
+    Given a principal whose agent may use the email and transfer operations under a grant from the authorization service
+
+  @req:agl.durability.operation-lifecycle @profile:agl-operation-store
+  Scenario: An operation is Pending when proposed, Claimed while it runs, then Completed
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the principal drafts an email to "bob@example.com"
+    When the agent proposes sending the draft
+    Then the operation is "Pending"
+    When approval of the proposal is requested
+    And the resolver grants the approval
+    And the host will pause for 2500 ms at the external call
+    And the agent starts dispatching the approved send
+    Then while the call is paused the operation is "Claimed", the permit is consumed and the draft is "Dispatching"
+    When the dispatch finishes
+    Then the operation is "Completed"
+    And the operation keeps the id the proposal gave it, and the permit names it
+
+  @req:agl.durability.operation-lifecycle @profile:agl-operation-store
+  Scenario Outline: An operation ends FailedNoEffect or Unknown, and Unknown only reconciles
+    Given an AGL host with a fake email destination the suite counts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <fault>
+    When the agent dispatches the approved send
+    Then the operation is "<state>"
+    When the resolver records that a human established the operation had <resolution>
+    Then <after>
+
+    Examples:
+      | fault                                        | state          | resolution | after                                                                          |
+      | reject the next message before any effect    | FailedNoEffect | no effect  | the response is refused with status 409 and code "not_awaiting_reconciliation" |
+      | fail after taking effect on the next message | Unknown        | an effect  | the operation is "ReconciledCompleted"                                         |
+      | fail after taking effect on the next message | Unknown        | no effect  | the operation is "ReconciledNoEffect"                                          |
+
+  @req:agl.durability.crash-while-claimed-unknown @profile:agl-operation-store
+  Scenario Outline: A host that crashes while the operation is Claimed leaves it Unknown, never retried
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the hosts presume a silent host crashed after 400 ms
+    And a second AGL host shares the first host's operation store
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the first host will crash at the <boundary>
+    When the agent dispatches the approved send
+    Then the first host answered nothing
+    And the destination received <effects>
+    And the second host soon reports the operation "Unknown" and awaiting reconciliation
+    And the second host reports the draft "Unknown"
+    When the agent dispatches the approved send at the second host
+    Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
+    And the destination received <effects>
+    When the operator reconciles the operation at the second host by asking the destination
+    Then the operation is "<reconciled>"
+    And the second host reports the draft "<draft>"
+
+    Examples:
+      | boundary                      | effects             | reconciled          | draft          |
+      | external call, before sending | no message          | ReconciledNoEffect  | FailedNoEffect |
+      | completion, after the effect  | exactly one message | ReconciledCompleted | Sent           |
+
+  @req:agl.durability.invalid-receipt-not-no-effect @profile:agl-operation-store
+  Scenario Outline: A send whose answer cannot be read is Unknown, not no effect
+    Given an AGL host with a fake email destination the suite counts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <fault>
+    When the agent dispatches the approved send
+    Then the response status is 200
+    And the operation is "Unknown" and awaits reconciliation
+    And the draft is "Unknown"
+    And the destination received exactly one message
+
+    Examples:
+      | fault                                                          |
+      | answer unreadable JSON after taking effect on the next message |
+      | fail after taking effect on the next message                   |
+
+  @req:agl.durability.no-blind-retry @profile:agl-operation-store
+  Scenario: An uncertain write to a destination that does not deduplicate is not retried
+    Given an AGL host with a fake email destination the suite counts
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    Then the operation is "Unknown" and awaits reconciliation
+    And the operation made 1 attempt
+    And the destination received exactly one message
+    When the agent dispatches the approved send
+    Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
+    And the destination received exactly one message
+
+  @req:agl.durability.idempotent-retry @profile:agl-operation-store
+  Scenario: An uncertain write to a deduplicating destination is retried under the same key, with one effect
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    Then the dispatch completed
+    And the operation made 2 attempts
+    And the destination received exactly one message, keyed by the operation id
+    And the destination was sent the message 2 times, every time with the operation id as idempotency key
+
+  @req:agl.durability.reconcile @profile:agl-operation-store
+  Scenario: Receiver lookup settles an Unknown send and records its evidence
+    Given an AGL host with a fake email destination the suite counts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    Then the operation is "Unknown" and awaits reconciliation
+    When the operator reconciles the operation by asking the destination
+    Then the response status is 200
+    And the operation is "ReconciledCompleted"
+    And the reconciliation records method "receiver_lookup" and the destination's message id
+    And the draft is "Sent"
+
+  @req:agl.durability.reconcile @profile:agl-operation-store
+  Scenario: Only the resolver records a human reconciliation, and only of an Unknown operation
+    Given an AGL host with a fake email destination the suite counts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    And the operator records that a human established the operation had no effect
+    Then the response is refused with status 403 and code "wrong_credentials"
+    And the operation is "Unknown" and awaits reconciliation
+    When the resolver records that a human established the operation had no effect
+    Then the operation is "ReconciledNoEffect"
+    And the reconciliation records method "human" and the actor
+    And the draft is "FailedNoEffect"
+    When the resolver records that a human established the operation had an effect
+    Then the response is refused with status 409 and code "not_awaiting_reconciliation"

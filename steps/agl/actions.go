@@ -1,0 +1,861 @@
+package agl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/steps"
+)
+
+// action is a proposal or dispatch body as a model adapter would send it.
+func (s *state) action(op string, args any, grant string) map[string]any {
+	return map[string]any{"execution_id": s.exec, "principal": s.me.principal, "agent_id": s.me.agent,
+		"operation": op, "arguments": args, "grant_token": grant}
+}
+
+func (s *state) grant() string {
+	if s.grantOverride != "" {
+		return s.grantOverride
+	}
+	return s.me.grantToken
+}
+
+func (s *state) draftBody(owner, from string, to []string, body string) map[string]any {
+	return map[string]any{"owner": owner, "payload": map[string]any{"from": from, "to": to,
+		"subject": "Quarterly numbers", "body": body}}
+}
+
+func (s *state) createDraft(ctx context.Context, from, to string) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	m, err := got(s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody(s.me.principal, from, []string{to}, "See attached."))).want(201)
+	if err != nil {
+		return err
+	}
+	s.draftID, s.latestHandle = str(m, "resource_id"), str(m, "handle")
+	if s.draftID == "" || s.latestHandle == "" {
+		return fmt.Errorf("the draft carries no resource_id or handle: %v", m)
+	}
+	return nil
+}
+
+// editDraft makes a new revision; the approved proposal keeps naming the
+// old handle.
+func (s *state) editDraft(ctx context.Context) (*steps.Response, error) {
+	_, cur, err := s.read(ctx, api+"/resources/"+s.draftID, roleNone)
+	if err != nil {
+		return nil, err
+	}
+	rev, _ := steps.Lookup(cur, "revision")
+	n, _ := rev.(json.Number).Int64()
+	r, err := s.do(ctx, http.MethodPut, api+"/resources/"+s.draftID, roleNone, map[string]any{
+		"owner": s.me.principal, "expected_revision": n,
+		"payload": map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Edited: see the corrected figures."}})
+	if err != nil {
+		return nil, err
+	}
+	if r.Status == 200 {
+		if m, err := r.JSON(); err == nil {
+			s.latestHandle = str(m, "handle")
+		}
+	}
+	return r, nil
+}
+
+func (s *state) propose(ctx context.Context, op string, args any, grant string) (*steps.Response, error) {
+	if err := s.ensure(ctx); err != nil {
+		return nil, err
+	}
+	r, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, s.action(op, args, grant))
+	if err != nil {
+		return nil, err
+	}
+	s.noteProposal(r, args)
+	return r, nil
+}
+
+func (s *state) noteProposal(r *steps.Response, args any) {
+	if r.Status != 201 {
+		return
+	}
+	m, err := r.JSON()
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prop = m
+	s.props = append(s.props, m)
+	s.opID = str(m, "operation_id")
+	if a, ok := args.(map[string]any); ok {
+		if h, ok := a["draft"].(string); ok {
+			s.propHandle = h
+		} else {
+			s.transfer = a
+		}
+	}
+}
+
+func (s *state) requestApproval(ctx context.Context, ttl int) error {
+	if s.prop == nil {
+		return errors.New("scenario error: no proposal to request approval for")
+	}
+	m, err := got(s.do(ctx, http.MethodPost, api+"/proposals/"+str(s.prop, "proposal_id")+"/approval-requests", roleNone,
+		map[string]any{"ttl_seconds": ttl})).want(201)
+	if err != nil {
+		return err
+	}
+	s.requestID = str(m, "request_id")
+	s.shown = m
+	return nil
+}
+
+func (s *state) decide(ctx context.Context, role, decision string, edit func(b map[string]any)) (*steps.Response, error) {
+	if s.requestID == "" {
+		return nil, errors.New("scenario error: no approval request")
+	}
+	_, req, err := s.read(ctx, api+"/approval-requests/"+s.requestID, roleNone)
+	if err != nil {
+		return nil, err
+	}
+	body := map[string]any{"approver": "carol", "role": str(req, "role"), "decision": decision, "digest": str(req, "proposal.digest")}
+	if edit != nil {
+		edit(body)
+	}
+	r, err := s.do(ctx, http.MethodPost, api+"/approval-requests/"+s.requestID+"/decision", role, body)
+	if err != nil {
+		return nil, err
+	}
+	if m, err := r.JSON(); err == nil && r.Status/100 == 2 {
+		s.decision = m
+		if id := str(m, "permit.permit_id"); id != "" {
+			s.permitID, s.permitToken = id, str(m, "permit.permit_token")
+		}
+	}
+	return r, nil
+}
+
+func (s *state) approveSend(ctx context.Context, to string) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	if err := s.createDraft(ctx, s.me.mailbox, to); err != nil {
+		return err
+	}
+	if _, err := got(s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())).want(201); err != nil {
+		return err
+	}
+	return s.approveProposal(ctx)
+}
+
+func (s *state) approveProposal(ctx context.Context) error {
+	if s.prop == nil {
+		return fmt.Errorf("the proposal was refused: %s", steps.From(ctx).Last)
+	}
+	if err := s.requestApproval(ctx, 600); err != nil {
+		return err
+	}
+	if _, err := got(s.decide(ctx, roleResolver, "granted", nil)).want(201); err != nil {
+		return err
+	}
+	if s.permitToken == "" {
+		return fmt.Errorf("the resolver's granted decision carries no permit: %v", s.decision)
+	}
+	return nil
+}
+
+func (s *state) transferArgs(amount any, recipient string) map[string]any {
+	return map[string]any{"account": s.me.account, "recipient": recipient, "amount": amount}
+}
+
+// dispatchBody is the body of a dispatch of the approved action.
+type dispatchMods struct {
+	unknownOp, badArgs, noGrant bool
+}
+
+func (s *state) sendBody(mods dispatchMods) map[string]any {
+	mods.unknownOp = mods.unknownOp || s.pendingMods.unknownOp
+	mods.badArgs = mods.badArgs || s.pendingMods.badArgs
+	mods.noGrant = mods.noGrant || s.pendingMods.noGrant
+	op := sendOp
+	var args any = map[string]any{"draft": s.propHandle}
+	if s.propHandle == "" && s.transfer != nil {
+		op, args = transferOp, s.transfer
+	}
+	grant := s.grant()
+	if mods.unknownOp {
+		op = "mail.unregistered_operation"
+	}
+	if mods.badArgs {
+		args = map[string]any{"draft": 5}
+	}
+	if mods.noGrant {
+		grant = ""
+	}
+	b := s.action(op, args, grant)
+	if s.permitToken != "" {
+		b["permit_token"] = s.permitToken
+	}
+	return b
+}
+
+// dispatch sends a dispatch to the first or second host and records it.
+func (s *state) dispatch(ctx context.Context, second bool, body map[string]any) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	r, err := s.call(ctx, second, http.MethodPost, api+"/dispatch", roleNone, body, true)
+	if err != nil {
+		if s.crashArmed && !second {
+			// The host was told to die mid-dispatch; no answer is the answer.
+			s.crashed, s.lastErr = true, err
+			return nil
+		}
+		return err
+	}
+	if s.crashArmed && !second && noBindingAnswer(r) {
+		// A gateway in front of the dead host may answer for it.
+		s.crashed, s.lastErr = true, fmt.Errorf("no answer from the host: %s", r)
+		return nil
+	}
+	s.noteOperation(r)
+	return nil
+}
+
+// noBindingAnswer reports a response that did not come from the binding: a
+// gateway's 502 or 504 without the binding's JSON error object.
+func noBindingAnswer(r *steps.Response) bool {
+	if r.Status != http.StatusBadGateway && r.Status != http.StatusGatewayTimeout {
+		return false
+	}
+	m, err := r.JSON()
+	return err != nil || str(m, "error.code") == ""
+}
+
+func (s *state) noteOperation(r *steps.Response) {
+	if r.Status != 200 {
+		return
+	}
+	if m, err := r.JSON(); err == nil && str(m, "operation_id") != "" {
+		s.mu.Lock()
+		s.opID = str(m, "operation_id")
+		s.mu.Unlock()
+	}
+}
+
+// concurrently fires n copies of a request at once (at the second host for
+// the odd ones when alternate is set) and keeps every answer.
+func (s *state) concurrently(ctx context.Context, n int, alternate bool, path string, body any) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	if alternate {
+		if _, err := s.secondHost(ctx); err != nil {
+			return err
+		}
+	}
+	s.results = make([]*steps.Response, n)
+	errs := make([]error, n)
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			s.results[i], errs[i] = s.call(ctx, alternate && i%2 == 1, http.MethodPost, path, roleNone, body, false)
+		}()
+	}
+	close(gate)
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (s *state) seamFault(ctx context.Context, boundary, action string, extra map[string]any) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	w := steps.From(ctx)
+	h, err := w.Host(ctx)
+	if err != nil {
+		return err
+	}
+	if !h.Config.Seams() {
+		return errors.New(`scenario error: a fault needs "the AGL test seams are enabled" among the Given steps`)
+	}
+	body := map[string]any{"boundary": boundary, "action": action, "operation": sendOp, "count": 1}
+	for k, v := range extra {
+		body[k] = v
+	}
+	r, err := s.call(ctx, false, http.MethodPost, seamPath+"/faults", roleNone, body, false)
+	if err != nil {
+		return err
+	}
+	if r.Status == http.StatusNotFound {
+		return w.Block("the host has no fault seam at " + seamPath + "/faults")
+	}
+	if r.Status != http.StatusCreated {
+		return w.Block(fmt.Sprintf("the host's fault seam refused %s/%s: %s", boundary, action, r))
+	}
+	return nil
+}
+
+func (s *state) reconcile(ctx context.Context, second bool, role string, body map[string]any) error {
+	if s.opID == "" {
+		return errors.New("scenario error: no operation to reconcile")
+	}
+	r, err := s.call(ctx, second, http.MethodPost, api+"/operations/"+s.opID+"/reconcile", role, body, true)
+	_ = r
+	return err
+}
+
+var conditionPart = `(?:the operation is unknown to the host|the arguments are malformed|no grant is given|the agent's effect ceiling is empty|the permit was revoked)`
+
+func registerActions(sc *godog.ScenarioContext) {
+	// Drafts.
+	sc.Step(`^the principal drafts an email to "([^"]*)"(?: without cc or priority)?$`, func(ctx context.Context, to string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		return s.createDraft(ctx, s.me.mailbox, to)
+	})
+	sc.Step(`^the principal drafts an email from another mailbox to "([^"]*)"$`, func(ctx context.Context, to string) error {
+		return st(ctx).createDraft(ctx, "someone-else@example.com", to)
+	})
+	sc.Step(`^the principal edits the draft$`, func(ctx context.Context) error {
+		_, err := st(ctx).editDraft(ctx)
+		return err
+	})
+	sc.Step(`^the draft was edited$`, func(ctx context.Context) error {
+		_, err := got(st(ctx).editDraft(ctx)).want(200)
+		return err
+	})
+	sc.Step(`^the send names the draft's edited revision$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if _, err := got(s.editDraft(ctx)).want(200); err != nil {
+			return err
+		}
+		s.propHandle = s.latestHandle
+		return nil
+	})
+
+	// Proposals and approvals.
+	sc.Step(`^the agent proposes sending the draft$`, func(ctx context.Context) error {
+		s := st(ctx)
+		_, err := s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
+		return err
+	})
+	sc.Step(`^the agent proposes sending (a handle it made up|the draft's resource id instead of its handle|another principal's draft handle)$`, func(ctx context.Context, which string) error {
+		s := st(ctx)
+		var handle string
+		switch which {
+		case "a handle it made up":
+			handle = random("hdl_")
+		case "the draft's resource id instead of its handle":
+			handle = s.draftID
+		default:
+			m, err := got(s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody("mallory-"+s.exec, s.me.mailbox, []string{"bob@example.com"}, "Not yours."))).want(201)
+			if err != nil {
+				return err
+			}
+			handle = str(m, "handle")
+		}
+		_, err := s.propose(ctx, sendOp, map[string]any{"draft": handle}, s.grant())
+		return err
+	})
+	sc.Step(`^the agent proposes sending the draft (\d+) times at once$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		return s.concurrently(ctx, n, false, api+"/proposals", s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
+	})
+	sc.Step(`^approval of the proposal is requested(?: for (\d+) seconds?)?$`, func(ctx context.Context, ttl string) error {
+		n := 600
+		if ttl != "" {
+			fmt.Sscan(ttl, &n)
+		}
+		return st(ctx).requestApproval(ctx, n)
+	})
+	sc.Step(`^the resolver (grants|denies) the approval$`, func(ctx context.Context, verb string) error {
+		d := map[string]string{"grants": "granted", "denies": "denied"}[verb]
+		_, err := st(ctx).decide(ctx, roleResolver, d, nil)
+		return err
+	})
+	sc.Step(`^(the agent, with no credentials,|the agent, presenting its grant token,|the operator|the resolver, for an approver without the role,|the resolver, quoting another digest,) submits a granted decision for the request$`, func(ctx context.Context, who string) error {
+		s := st(ctx)
+		role, edit := roleResolver, func(map[string]any) {}
+		switch who {
+		case "the agent, with no credentials,":
+			role = roleNone
+		case "the agent, presenting its grant token,":
+			role = s.me.grantToken
+		case "the operator":
+			role = roleOperator
+		case "the resolver, for an approver without the role,":
+			edit = func(b map[string]any) { b["role"] = "intern" }
+		case "the resolver, quoting another digest,":
+			edit = func(b map[string]any) { b["digest"] = "sha256:" + strings.Repeat("ab", 32) }
+		}
+		_, err := s.decide(ctx, role, "granted", edit)
+		return err
+	})
+	sc.Step(`^the principal has an approved send of a draft to "([^"]*)"$`, func(ctx context.Context, to string) error {
+		return st(ctx).approveSend(ctx, to)
+	})
+	sc.Step(`^the principal has an approved transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount int, to string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		if _, err := got(s.propose(ctx, transferOp, s.transferArgs(amount, to), s.grant())).want(201); err != nil {
+			return err
+		}
+		return s.approveProposal(ctx)
+	})
+	sc.Step(`^the agent proposes a transfer of (\d+) to "([^"]*)"(?: without a currency)?$`, func(ctx context.Context, amount int, to string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		_, err := s.propose(ctx, transferOp, s.transferArgs(amount, to), s.grant())
+		return err
+	})
+	sc.Step(`^the agent proposes the same transfer again with its members reordered and the amount written "([^"]*)"$`, func(ctx context.Context, amount string) error {
+		s := st(ctx)
+		if len(s.props) == 0 {
+			return errors.New("scenario error: no earlier transfer proposal")
+		}
+		first, _ := steps.Lookup(s.props[0], "snapshot.arguments")
+		args, _ := first.(map[string]any)
+		// Written by hand so that member order and number spelling differ.
+		raw := fmt.Sprintf(`{"execution_id":%q,"principal":%q,"agent_id":%q,"operation":%q,"grant_token":%q,"arguments":{"amount":%s,"recipient":%q,"account":%q}}`,
+			s.exec, s.me.principal, s.me.agent, transferOp, s.grant(), amount, str(args, "recipient"), str(args, "account"))
+		r, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, []byte(raw))
+		if err != nil {
+			return err
+		}
+		s.noteProposal(r, nil)
+		return nil
+	})
+
+	// Dispatch.
+	sc.Step(`^the agent dispatches the approved (?:send|transfer)$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
+	})
+	sc.Step(`^the agent dispatches the approved transfer unchanged$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
+	})
+	sc.Step(`^the agent dispatches the approved send at the second host$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return s.dispatch(ctx, true, s.sendBody(dispatchMods{}))
+	})
+	sc.Step(`^the agent dispatches the approved send presenting (a grant token it made up|the grant's public id instead of its token|no grant at all)$`, func(ctx context.Context, which string) error {
+		s := st(ctx)
+		b := s.sendBody(dispatchMods{})
+		b["grant_token"] = map[string]string{"a grant token it made up": random("agt_"),
+			"the grant's public id instead of its token": s.me.grantID, "no grant at all": ""}[which]
+		return s.dispatch(ctx, false, b)
+	})
+	sc.Step(`^the agent dispatches the approved send presenting the permit id as its token$`, func(ctx context.Context) error {
+		s := st(ctx)
+		b := s.sendBody(dispatchMods{})
+		b["permit_token"] = s.permitID
+		return s.dispatch(ctx, false, b)
+	})
+	sc.Step(`^the agent dispatches the approved send with a permit token it made up$`, func(ctx context.Context) error {
+		s := st(ctx)
+		b := s.sendBody(dispatchMods{})
+		b["permit_token"] = random("apt_")
+		return s.dispatch(ctx, false, b)
+	})
+	sc.Step(`^the agent dispatches the approved (?:send|transfer) from a branch of a race$`, func(ctx context.Context) error {
+		s := st(ctx)
+		b := s.sendBody(dispatchMods{})
+		b["context"] = map[string]any{"race": true}
+		return s.dispatch(ctx, false, b)
+	})
+	sc.Step(`^the agent dispatches the send of the draft without a permit$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return s.dispatch(ctx, false, s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
+	})
+	sc.Step(`^the agent dispatches the send of the draft with a granted decision it wrote itself$`, func(ctx context.Context) error {
+		s := st(ctx)
+		b := s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
+		b["decision"] = map[string]any{"decision": "granted", "approver": "carol", "role": "operator", "digest": str(s.prop, "digest")}
+		return s.dispatch(ctx, false, b)
+	})
+	sc.Step(`^the agent dispatches the edited draft with the earlier permit$`, func(ctx context.Context) error {
+		s := st(ctx)
+		b := s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
+		b["permit_token"] = s.permitToken
+		return s.dispatch(ctx, false, b)
+	})
+	sc.Step(`^the agent dispatches the approved transfer with the (amount|recipient|currency) changed to "([^"]*)"$`, func(ctx context.Context, member, value string) error {
+		s := st(ctx)
+		b := s.sendBody(dispatchMods{})
+		args := map[string]any{}
+		for k, v := range s.transfer {
+			args[k] = v
+		}
+		if member == "amount" {
+			args[member] = json.Number(value)
+		} else {
+			args[member] = value
+		}
+		b["arguments"] = args
+		return s.dispatch(ctx, false, b)
+	})
+	sc.Step(`^the agent dispatches the approved send (\d+) times at once$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		return s.concurrently(ctx, n, false, api+"/dispatch", s.sendBody(dispatchMods{}))
+	})
+	sc.Step(`^the agent dispatches the approved send at both hosts at once, (\d+) times each$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		return s.concurrently(ctx, 2*n, true, api+"/dispatch", s.sendBody(dispatchMods{}))
+	})
+	sc.Step(`^the agent starts dispatching the approved send$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		body := s.sendBody(dispatchMods{})
+		s.async = make(chan asyncResult, 1)
+		go func() {
+			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
+			s.async <- asyncResult{r, err}
+		}()
+		return nil
+	})
+	sc.Step(`^the dispatch finishes$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if s.async == nil {
+			return errors.New("scenario error: no dispatch was started")
+		}
+		res := <-s.async
+		if res.err != nil {
+			return res.err
+		}
+		steps.From(ctx).Last = res.r
+		s.noteOperation(res.r)
+		return nil
+	})
+	sc.Step(`^the agent dispatches the approved send while the principal edits the draft$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		_, cur, err := s.read(ctx, api+"/resources/"+s.draftID, roleNone)
+		if err != nil {
+			return err
+		}
+		rev, _ := steps.Lookup(cur, "revision")
+		body := s.sendBody(dispatchMods{})
+		edit := map[string]any{"owner": s.me.principal, "expected_revision": rev,
+			"payload": map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Edited in a race."}}
+		var wg sync.WaitGroup
+		var derr, eerr error
+		gate := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-gate
+			var r *steps.Response
+			r, derr = s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
+			s.results = []*steps.Response{r}
+		}()
+		go func() {
+			defer wg.Done()
+			<-gate
+			s.editResult, eerr = s.call(ctx, false, http.MethodPut, api+"/resources/"+s.draftID, roleNone, edit, false)
+		}()
+		close(gate)
+		wg.Wait()
+		return errors.Join(derr, eerr)
+	})
+
+	// Conditions a dispatch meets (several at once for the step-order rows).
+	sc.Step(`^(`+conditionPart+`(?:(?:, | and )`+conditionPart+`)*)$`, func(ctx context.Context, list string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		var mods dispatchMods
+		for _, part := range splitConditions(list) {
+			switch part {
+			case "the operation is unknown to the host":
+				mods.unknownOp = true
+			case "the arguments are malformed":
+				mods.badArgs = true
+			case "no grant is given":
+				mods.noGrant = true
+			case "the agent's effect ceiling is empty":
+				if err := s.putAgent(ctx, s.me, []string{sendOp, transferOp}, []string{}); err != nil {
+					return err
+				}
+			case "the permit was revoked":
+				if _, err := got(s.do(ctx, http.MethodPost, api+"/permits/"+s.permitID+"/revoke", roleResolver, nil)).want(200); err != nil {
+					return err
+				}
+			}
+		}
+		s.pendingMods = mods
+		return nil
+	})
+	sc.Step(`^the resolver revokes the permit$`, func(ctx context.Context) error {
+		s := st(ctx)
+		_, err := s.do(ctx, http.MethodPost, api+"/permits/"+s.permitID+"/revoke", roleResolver, nil)
+		return err
+	})
+	sc.Step(`^the permit has expired$`, func(ctx context.Context) error {
+		s := st(ctx)
+		exp, err := time.Parse(time.RFC3339Nano, str(s.decision, "permit.expires_at"))
+		if err != nil {
+			return fmt.Errorf("the permit's expires_at is not an RFC 3339 time: %v", s.decision)
+		}
+		if d := time.Until(exp) + 150*time.Millisecond; d > 0 {
+			if d > 5*time.Second {
+				return fmt.Errorf("scenario error: the permit expires in %s", d)
+			}
+			time.Sleep(d)
+		}
+		return nil
+	})
+	sc.Step(`^the permit was already used$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
+			return err
+		}
+		_, err := got(steps.From(ctx).Last, nil).want(200)
+		return err
+	})
+	sc.Step(`^the permit was used for a send that ended Unknown$`, func(ctx context.Context) error {
+		s := st(ctx)
+		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultFailAfterEffect, Count: 1})
+		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
+			return err
+		}
+		m, err := got(steps.From(ctx).Last, nil).want(200)
+		if err == nil && str(m, "state") != "Unknown" {
+			err = fmt.Errorf("the send did not end Unknown: %v", m)
+		}
+		return err
+	})
+	sc.Step(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message)$`, func(ctx context.Context, what string) error {
+		s := st(ctx)
+		mode := map[string]string{
+			"reject the next message before any effect":                      fakemail.FaultReject,
+			"fail after taking effect on the next message":                   fakemail.FaultFailAfterEffect,
+			"answer unreadable JSON after taking effect on the next message": fakemail.FaultGarbage,
+		}[what]
+		s.mail.fake.Inject(fakemail.Fault{Mode: mode, Count: 1})
+		return nil
+	})
+	sc.Step(`^the host will fail to persist the next (claim|outcome)$`, func(ctx context.Context, what string) error {
+		return st(ctx).seamFault(ctx, map[string]string{"claim": "claim", "outcome": "completion"}[what], "fail", nil)
+	})
+	sc.Step(`^the host will pause for (\d+) ms at the external call$`, func(ctx context.Context, ms int) error {
+		return st(ctx).seamFault(ctx, "external_call", "delay", map[string]any{"delay_ms": ms})
+	})
+	sc.Step(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
+		s := st(ctx)
+		boundary := map[string]string{"external call, before sending": "external_call", "completion, after the effect": "completion"}[where]
+		if err := s.seamFault(ctx, boundary, "halt", nil); err != nil {
+			return err
+		}
+		s.crashArmed = true
+		return nil
+	})
+	sc.Step(`^the operator reconciles the operation( at the second host)? by asking the destination$`, func(ctx context.Context, second string) error {
+		return st(ctx).reconcile(ctx, second != "", roleOperator, map[string]any{"method": "receiver_lookup"})
+	})
+	sc.Step(`^the (operator|resolver) records that a human established the operation had (no effect|an effect)$`, func(ctx context.Context, who, what string) error {
+		res := map[string]string{"no effect": "no_effect", "an effect": "completed"}[what]
+		return st(ctx).reconcile(ctx, false, who, map[string]any{"method": "human", "resolution": res, "actor": "dave (ops on call)"})
+	})
+
+	// Contracts, agents and grants.
+	sc.Step(`^the operator registers an email contract "([^"]*)" that quotes a made-up implementation fingerprint$`, func(ctx context.Context, name string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		c := s.emailContract(ctx, name, "1", 1)
+		c["implementation_fingerprint"] = "sha256:" + strings.Repeat("0", 64)
+		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, c)
+		return err
+	})
+	sc.Step(`^the operator registers the email contract again at version "([^"]*)" allowing (\d+) attempts$`, func(ctx context.Context, version string, n int) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, sendOp, version, n))
+		return err
+	})
+	sc.Step(`^the operator registers a transfer contract "([^"]*)" whose possible effects are "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, name, csv(effects)))
+		return err
+	})
+	sc.Step(`^the operator narrows the agent's tool set to "([^"]*)"$`, func(ctx context.Context, tools string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		return s.putAgent(ctx, s.me, csv(tools), []string{"external_write", "email_send", "financial_write"})
+	})
+	sc.Step(`^the operator sets the agent's effect ceiling to "([^"]*)"$`, func(ctx context.Context, ceiling string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		return s.putAgent(ctx, s.me, []string{sendOp, transferOp}, csv(ceiling))
+	})
+	sc.Step(`^(the agent, with no credentials,|the agent, presenting its own grant token,|the operator|the approval resolver) asks the host to issue a grant for the principal$`, func(ctx context.Context, who string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		role := map[string]string{"the agent, with no credentials,": roleNone, "the agent, presenting its own grant token,": s.me.grantToken,
+			"the operator": roleOperator, "the approval resolver": roleResolver}[who]
+		_, err := s.do(ctx, http.MethodPost, api+"/grants", role, s.grantBody(s.me.principal, []string{sendOp, transferOp}, []string{"*"}, []string{"*"}, nil))
+		return err
+	})
+	sc.Step(`^the operator reads the principal's grant$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		_, err := s.do(ctx, http.MethodGet, api+"/grants/"+s.me.grantID, roleOperator, nil)
+		return err
+	})
+	sc.Step(`^the principal's grant is replaced by one that (covers another account|covers only the email operation|was issued to another principal|expired an hour ago|becomes valid in an hour)$`, func(ctx context.Context, how string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		subject, ops, accounts := s.me.principal, []string{sendOp, transferOp}, []string{s.me.account}
+		extra := map[string]any{}
+		now := time.Now().UTC()
+		switch how {
+		case "covers another account":
+			accounts = []string{"acct-someone-else"}
+		case "covers only the email operation":
+			ops = []string{sendOp}
+		case "was issued to another principal":
+			subject = "mallory-" + s.exec
+		case "expired an hour ago":
+			extra = map[string]any{"not_before": now.Add(-2 * time.Hour).Format(time.RFC3339), "expires_at": now.Add(-time.Hour).Format(time.RFC3339), "ttl_seconds": 0}
+		case "becomes valid in an hour":
+			extra = map[string]any{"not_before": now.Add(time.Hour).Format(time.RFC3339), "expires_at": now.Add(3 * time.Hour).Format(time.RFC3339), "ttl_seconds": 0}
+		}
+		b := s.grantBody(subject, ops, []string{s.me.mailbox}, accounts, extra)
+		if b["ttl_seconds"] == 0 {
+			delete(b, "ttl_seconds")
+		}
+		m, err := got(s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, b)).want(201)
+		if err != nil {
+			return err
+		}
+		s.grantOverride = str(m, "grant_token")
+		return nil
+	})
+	sc.Step(`^the principal (?:delegates|has delegated) its grant to a helper (adding an operation|adding a mailbox|with every resource of a kind|expiring after the parent|for the transfer operation only, expiring sooner)$`, func(ctx context.Context, how string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		if s.helper == nil {
+			id := strings.TrimPrefix(s.exec, "exec-")
+			s.helper = &actor{principal: "helper-" + id, agent: "helper-agent-" + id}
+			if err := s.putAgent(ctx, *s.helper, []string{sendOp, transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
+				return err
+			}
+		}
+		ops, mailboxes, accounts := []string{transferOp}, []string(nil), []string{s.me.account}
+		extra := map[string]any{"ttl_seconds": 600}
+		switch how {
+		case "adding an operation":
+			ops = []string{transferOp, "mail.other_operation"}
+		case "adding a mailbox":
+			mailboxes = []string{"boss@example.com"}
+		case "with every resource of a kind":
+			accounts = []string{"*"}
+		case "expiring after the parent":
+			extra = map[string]any{"ttl_seconds": 7200}
+		}
+		r, err := s.do(ctx, http.MethodPost, api+"/grants/"+s.me.grantID+"/delegations", s.me.grantToken, s.grantBody(s.helper.principal, ops, mailboxes, accounts, extra))
+		if err != nil {
+			return err
+		}
+		if r.Status == 201 {
+			m, _ := r.JSON()
+			s.helper.grantID, s.helper.grantToken = str(m, "grant_id"), str(m, "grant_token")
+		} else if strings.HasPrefix(how, "for the transfer") {
+			return fmt.Errorf("the narrower delegation was refused: %s", r)
+		}
+		return nil
+	})
+	sc.Step(`^the helper's agent proposes (sending an email|a transfer of (\d+) to "([^"]*)") under the delegated grant$`, func(ctx context.Context, what, amount, to string) error {
+		s := st(ctx)
+		if s.helper == nil || s.helper.grantToken == "" {
+			return errors.New("scenario error: no delegated grant")
+		}
+		var op string
+		var args any
+		if what == "sending an email" {
+			m, err := got(s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody(s.helper.principal, s.me.mailbox, []string{"bob@example.com"}, "From the helper."))).want(201)
+			if err != nil {
+				return err
+			}
+			op, args = sendOp, map[string]any{"draft": str(m, "handle")}
+		} else {
+			op, args = transferOp, map[string]any{"account": s.me.account, "recipient": to, "amount": json.Number(amount)}
+		}
+		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
+			"operation": op, "arguments": args, "grant_token": s.helper.grantToken}
+		_, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
+		return err
+	})
+	sc.Step(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
+		s := st(ctx)
+		_, err := got(s.do(ctx, http.MethodPost, api+"/grants/"+s.me.grantID+"/revoke", roleAuthority, nil)).want(200)
+		return err
+	})
+}
+
+func splitConditions(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ", ") {
+		for _, q := range strings.Split(p, " and ") {
+			if q = strings.TrimSpace(q); q != "" {
+				out = append(out, q)
+			}
+		}
+	}
+	return out
+}
+
+func csv(s string) []string {
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

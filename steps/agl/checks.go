@@ -1,0 +1,848 @@
+package agl
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cucumber/godog"
+
+	"github.com/parley-conformance/parley/steps"
+)
+
+// networkStatuses are what a client library takes for a transient network
+// or capacity problem and retries.
+var networkStatuses = map[int]bool{408: true, 429: true, 502: true, 503: true, 504: true}
+
+// refusal checks the last response is a denial with the given status and
+// code (and category, when given), in the binding's error shape.
+func refusal(ctx context.Context, status int, code, category string) error {
+	w := steps.From(ctx)
+	r, err := w.LastResponse()
+	if err != nil {
+		return err
+	}
+	if err := w.Assert(r.Status == status, "expected a refusal with status %d: %s", status, r); err != nil {
+		return err
+	}
+	if err := w.ExpectSchema("agl/error.json", r.Body); err != nil {
+		return err
+	}
+	if code != "" {
+		if err := w.ExpectField("error.code", code); err != nil {
+			return err
+		}
+	}
+	if category != "" {
+		if err := w.ExpectField("error.category", category); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func notRetryable(ctx context.Context) error {
+	w := steps.From(ctx)
+	r, err := w.LastResponse()
+	if err != nil {
+		return err
+	}
+	if err := w.Assert(!networkStatuses[r.Status], "a policy denial answered with %d, which clients treat as a transient network error: %s", r.Status, r); err != nil {
+		return err
+	}
+	if err := w.Assert(r.Header.Get("Retry-After") == "", "a policy denial carries Retry-After: %s", r); err != nil {
+		return err
+	}
+	return w.ExpectField("error.retryable", "false")
+}
+
+func (s *state) count(d *destination) int {
+	if d == nil {
+		return 0
+	}
+	return d.fake.Count()
+}
+
+func (s *state) expectMessages(ctx context.Context, d *destination, what string, n int) error {
+	w := steps.From(ctx)
+	got := s.count(d)
+	return w.Assert(got == n, "the %s received %d message(s), want %d: %v", what, got, n, d.fake.Effects())
+}
+
+func (s *state) operation(ctx context.Context) (map[string]any, error) {
+	w := steps.From(ctx)
+	if s.opID == "" {
+		return nil, errors.New("scenario error: no operation yet")
+	}
+	r, m, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Assert(r.Status == 200, "reading the operation: %s", r); err != nil {
+		return nil, err
+	}
+	if err := w.ExpectSchema("agl/operation.json", r.Body); err != nil {
+		return nil, err
+	}
+	return m, w.Assert(str(m, "operation_id") == s.opID, "asked for operation %s, got %s", s.opID, r)
+}
+
+func (s *state) resource(ctx context.Context) (map[string]any, error) {
+	w := steps.From(ctx)
+	r, m, err := s.read(ctx, api+"/resources/"+s.draftID, roleNone)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Assert(r.Status == 200, "reading the draft: %s", r); err != nil {
+		return nil, err
+	}
+	return m, w.Assert(str(m, "resource_id") == s.draftID, "asked for draft %s, got %s", s.draftID, r)
+}
+
+func (s *state) permit(ctx context.Context) (map[string]any, error) {
+	w := steps.From(ctx)
+	if s.permitID == "" {
+		return nil, errors.New("scenario error: no permit")
+	}
+	r, m, err := s.read(ctx, api+"/permits/"+s.permitID, roleNone)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Assert(r.Status == 200 && str(m, "permit_id") == s.permitID, "reading the permit: %s", r); err != nil {
+		return nil, err
+	}
+	return m, w.Assert(!strings.Contains(string(r.Body), s.permitToken), "reading the permit reveals its token: %s", r)
+}
+
+// auditOf reads the audit trail of the operation (or all of it), in order,
+// and keeps only records that are about it: the suite re-checks the filter.
+func (s *state) auditOf(ctx context.Context, opID string) ([]map[string]any, *steps.Response, error) {
+	w := steps.From(ctx)
+	path := api + "/audit"
+	if opID != "" {
+		path += "?operation_id=" + opID
+	}
+	r, m, err := s.read(ctx, path, roleOperator)
+	if err != nil {
+		return nil, r, err
+	}
+	if err := w.Assert(r.Status == 200, "reading the audit trail: %s", r); err != nil {
+		return nil, r, err
+	}
+	list, _ := m["records"].([]any)
+	var out []map[string]any
+	var last float64 = -1
+	for _, e := range list {
+		rec, _ := e.(map[string]any)
+		if rec == nil || (opID != "" && str(rec, "operation_id") != opID) {
+			continue
+		}
+		seq, _ := rec["seq"].(json.Number).Float64()
+		if err := w.Assert(seq > last, "audit records out of order: %v after %v", seq, last); err != nil {
+			return nil, r, err
+		}
+		last = seq
+		out = append(out, rec)
+	}
+	return out, r, nil
+}
+
+func events(recs []map[string]any, event string) []map[string]any {
+	var out []map[string]any
+	for _, r := range recs {
+		if str(r, "event") == event {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func registerChecks(sc *godog.ScenarioContext) {
+	sc.Step(`^the action is refused with status (\d+), code "([^"]*)" and category "([^"]*)"$`, func(ctx context.Context, status int, code, cat string) error {
+		if err := refusal(ctx, status, code, cat); err != nil {
+			return err
+		}
+		return notRetryable(ctx)
+	})
+	sc.Step(`^the action is refused with status (\d+)$`, func(ctx context.Context, status int) error {
+		return refusal(ctx, status, "", "")
+	})
+	sc.Step(`^the action is refused at step (\d+) with code "([^"]*)"$`, func(ctx context.Context, step int, code string) error {
+		w := steps.From(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status >= 400, "expected a refusal: %s", r); err != nil {
+			return err
+		}
+		if err := w.ExpectField("error.code", code); err != nil {
+			return err
+		}
+		return w.ExpectField("error.step", fmt.Sprint(step))
+	})
+	sc.Step(`^the response is refused with status (\d+) and code "([^"]*)"$`, func(ctx context.Context, status int, code string) error {
+		return refusal(ctx, status, code, "")
+	})
+	sc.Step(`^the refusal is not dressed as a network error and is not retryable$`, notRetryable)
+	sc.Step(`^the refusal names "([^"]*)" as the member that differs$`, func(ctx context.Context, member string) error {
+		w := steps.From(ctx)
+		v, ok, err := w.Field("error.detail.differs")
+		if err != nil {
+			return err
+		}
+		list, _ := v.([]any)
+		return w.Assert(ok && slices.Contains(list, any(member)), "the refusal does not name %q among the differing members: %v", member, v)
+	})
+	sc.Step(`^the refusal says no effect happened$`, func(ctx context.Context) error {
+		return steps.From(ctx).ExpectField("error.detail.effect", "none")
+	})
+
+	// The destinations, as the suite counts them.
+	sc.Step(`^the destination received (no message|exactly one message)$`, func(ctx context.Context, what string) error {
+		s := st(ctx)
+		return s.expectMessages(ctx, s.mail, "destination", map[string]int{"no message": 0, "exactly one message": 1}[what])
+	})
+	sc.Step(`^neither destination received a message$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if err := s.expectMessages(ctx, s.mail, "first destination", 0); err != nil {
+			return err
+		}
+		return s.expectMessages(ctx, s.mail2, "second destination", 0)
+	})
+	sc.Step(`^the destination received exactly one message, (with the edited body|carrying the operation id|keyed by the operation id)$`, func(ctx context.Context, how string) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.expectMessages(ctx, s.mail, "destination", 1); err != nil {
+			return err
+		}
+		e := s.mail.fake.Effects()[0]
+		switch how {
+		case "with the edited body":
+			return w.Assert(strings.Contains(string(e.Body), "Edited: see the corrected figures."), "the message sent is not the edited revision: %s", e.Body)
+		case "carrying the operation id":
+			return w.Assert(s.opID != "" && e.OperationID == s.opID, "the message carries operation %q, the dispatch answered %q", e.OperationID, s.opID)
+		default:
+			return w.Assert(s.opID != "" && e.Key == s.opID, "the message's idempotency key is %q, the operation is %q", e.Key, s.opID)
+		}
+	})
+	sc.Step(`^the destination was sent the message (\d+) times, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
+		s, w := st(ctx), steps.From(ctx)
+		sent := s.mail.sends()
+		if err := w.Assert(len(sent) == n, "the destination was sent %d request(s), want %d", len(sent), n); err != nil {
+			return err
+		}
+		for _, r := range sent {
+			if err := w.Assert(r.key == s.opID && r.operation == s.opID, "a send carried key %q for operation %q, want %q", r.key, r.operation, s.opID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the ledger received no transfer$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return s.expectMessages(ctx, s.ledger, "ledger", 0)
+	})
+	sc.Step(`^the ledger received exactly one transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount, to string) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.expectMessages(ctx, s.ledger, "ledger", 1); err != nil {
+			return err
+		}
+		v, _ := decodeJSON(s.ledger.fake.Effects()[0].Body)
+		args, _ := steps.Lookup(v, "payload")
+		return w.Assert(steps.Text(mapGet(args, "amount")) == amount && steps.Text(mapGet(args, "recipient")) == to && steps.Text(mapGet(args, "currency")) == "EUR",
+			"the ledger was sent %v, want %s to %s in EUR", args, amount, to)
+	})
+	sc.Step(`^the message the destination received carries exactly the draft the approver was shown$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.expectMessages(ctx, s.mail, "destination", 1); err != nil {
+			return err
+		}
+		sent, _ := decodeJSON(s.mail.fake.Effects()[0].Body)
+		got, _ := steps.Lookup(sent, "payload")
+		want, ok := steps.Lookup(s.shown, "proposal.snapshot.arguments")
+		if err := w.Assert(ok, "the approval request showed the approver no snapshot arguments: %v", s.shown); err != nil {
+			return err
+		}
+		a, _ := canonicalize(got)
+		b, _ := canonicalize(want)
+		return w.Assert(a != nil && string(a) == string(b), "the destination received\n%s\nbut the approver was shown\n%s", a, b)
+	})
+	sc.Step(`^the permit binds the digest of the snapshot the approver was shown$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		shown := str(s.shown, "proposal.digest")
+		if err := w.Assert(shown != "" && str(s.decision, "permit.binds.digest") == shown, "the permit binds %q, the approver was shown %q", str(s.decision, "permit.binds.digest"), shown); err != nil {
+			return err
+		}
+		snap, _ := steps.Lookup(s.shown, "proposal.snapshot")
+		enc, err := canonicalize(snap)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(enc)
+		return w.Assert("sha256:"+hex.EncodeToString(sum[:]) == shown, "the digest shown is not the SHA-256 of the snapshot shown")
+	})
+
+	// Operations, drafts, permits, requests.
+	sc.Step(`^the dispatch completed$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		if err := w.ExpectStatus(200); err != nil {
+			return err
+		}
+		r, _ := w.LastResponse()
+		if err := w.ExpectSchema("agl/operation.json", r.Body); err != nil {
+			return err
+		}
+		return w.ExpectField("state", "Completed")
+	})
+	sc.Step(`^the operation is "([^"]*)"( and awaits reconciliation)?$`, func(ctx context.Context, state, awaits string) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(str(m, "state") == state, "the operation is %q, want %q", str(m, "state"), state); err != nil {
+			return err
+		}
+		if awaits != "" {
+			return w.Assert(m["awaiting_reconciliation"] == true, "the Unknown operation does not say it awaits reconciliation: %v", m)
+		}
+		return nil
+	})
+	sc.Step(`^the operation made (\d+) attempts?$`, func(ctx context.Context, n int) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(steps.Text(m["attempt"]) == fmt.Sprint(n), "the operation made %v attempt(s), want %d", m["attempt"], n)
+	})
+	sc.Step(`^the operation keeps the id the proposal gave it, and the permit names it$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		first := ""
+		if len(s.props) > 0 {
+			first = str(s.props[0], "operation_id")
+		}
+		if err := w.Assert(first != "" && first == s.opID, "the proposal named operation %q, the dispatch ran %q", first, s.opID); err != nil {
+			return err
+		}
+		p, err := s.permit(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(str(p, "consumed_by_operation") == s.opID && str(s.decision, "permit.binds.operation_id") == s.opID,
+			"the permit does not name operation %s: %v / %v", s.opID, p, s.decision)
+	})
+	sc.Step(`^the operation as read back is the one the dispatch answered$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, _ := w.LastResponse()
+		rr, _, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
+		if err != nil {
+			return err
+		}
+		return w.Assert(steps.JSONEqual(r.Body, rr.Body), "the dispatch answered\n%s\nbut the store holds\n%s", r.Body, rr.Body)
+	})
+	sc.Step(`^the draft is "([^"]*)"(?: at revision (\d+))?$`, func(ctx context.Context, state, rev string) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.resource(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(str(m, "state") == state, "the draft is %q, want %q", str(m, "state"), state); err != nil {
+			return err
+		}
+		if rev != "" {
+			return w.Assert(steps.Text(m["revision"]) == rev, "the draft is at revision %v, want %s", m["revision"], rev)
+		}
+		return nil
+	})
+	sc.Step(`^the permit is (not )?consumed$`, func(ctx context.Context, not string) error {
+		s, w := st(ctx), steps.From(ctx)
+		p, err := s.permit(ctx)
+		if err != nil {
+			return err
+		}
+		consumed := p["consumed_at"] != nil
+		return w.Assert(consumed == (not == ""), "the permit's consumed_at is %v", p["consumed_at"])
+	})
+	sc.Step(`^the permit is consumed by the first operation$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		p, err := s.permit(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(p["consumed_at"] != nil && str(p, "consumed_by_operation") == s.opID, "the permit is not consumed by %s: %v", s.opID, p)
+	})
+	sc.Step(`^the approval request is "([^"]*)"$`, func(ctx context.Context, status string) error {
+		s, w := st(ctx), steps.From(ctx)
+		_, m, err := s.read(ctx, api+"/approval-requests/"+s.requestID, roleNone)
+		if err != nil {
+			return err
+		}
+		return w.Assert(str(m, "status") == status, "the approval request is %q, want %q", str(m, "status"), status)
+	})
+	sc.Step(`^the decision carries no permit$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		if err := w.ExpectStatus(200); err != nil {
+			return err
+		}
+		if err := w.ExpectField("status", "denied"); err != nil {
+			return err
+		}
+		return w.ExpectNoField("permit")
+	})
+
+	// Contracts and grants.
+	sc.Step(`^no contract named "([^"]*)" is registered$`, func(ctx context.Context, name string) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, _, err := s.read(ctx, api+"/contracts/"+name, roleNone)
+		if r == nil {
+			return err
+		}
+		return w.Assert(r.Status == 404, "the refused contract is registered after all: %s", r)
+	})
+	sc.Step(`^the registered email contract still allows (\d+) attempts?$`, func(ctx context.Context, n int) error {
+		s, w := st(ctx), steps.From(ctx)
+		_, m, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
+		if err != nil {
+			return err
+		}
+		v, _ := steps.Lookup(m, "contract.scheduling_contract.max_attempts")
+		return w.Assert(steps.Text(v) == fmt.Sprint(n) && str(m, "contract_version") == "1", "the registered contract changed: %v", m)
+	})
+	sc.Step(`^the contract "([^"]*)" is registered with possible effects "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, m, err := s.read(ctx, api+"/contracts/"+name, roleNone)
+		if err != nil {
+			return err
+		}
+		v, _ := steps.Lookup(m, "contract.possible_effects")
+		list, _ := v.([]any)
+		for _, e := range csv(effects) {
+			if err := w.Assert(slices.Contains(list, any(e)), "the registered contract lacks effect %s: %s", e, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the grant names the host's authorization service as issuer, the principal as subject, its operations, resources, validity and no revocation$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := w.ExpectStatus(200); err != nil {
+			return err
+		}
+		r, _ := w.LastResponse()
+		if err := w.ExpectSchema("agl/grant.json", r.Body); err != nil {
+			return err
+		}
+		m, _ := r.JSON()
+		issuer := str(m, "issuer")
+		if err := w.Assert(issuer != "" && issuer != s.me.principal && issuer != s.me.agent, "the grant's issuer is %q", issuer); err != nil {
+			return err
+		}
+		if err := w.Assert(str(m, "subject") == s.me.principal && str(m, "grant_id") == s.me.grantID && m["revoked_at"] == nil, "the grant is not the principal's unrevoked grant: %s", r); err != nil {
+			return err
+		}
+		nb, err1 := time.Parse(time.RFC3339Nano, str(m, "not_before"))
+		ex, err2 := time.Parse(time.RFC3339Nano, str(m, "expires_at"))
+		if err := w.Assert(err1 == nil && err2 == nil && ex.After(nb), "the grant's validity interval is not stated: %s", r); err != nil {
+			return err
+		}
+		return w.Assert(!strings.Contains(string(r.Body), s.me.grantToken), "reading a grant reveals its token")
+	})
+	sc.Step(`^the delegated grant names the parent grant and expires no later than it$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		m, _ := r.JSON()
+		_, parent, err := s.read(ctx, api+"/grants/"+s.me.grantID, roleOperator)
+		if err != nil {
+			return err
+		}
+		pe, _ := time.Parse(time.RFC3339Nano, str(parent, "expires_at"))
+		ce, err := time.Parse(time.RFC3339Nano, str(m, "expires_at"))
+		if err := w.Assert(err == nil && !ce.After(pe), "the delegation expires %s, after its parent %s", str(m, "expires_at"), str(parent, "expires_at")); err != nil {
+			return err
+		}
+		return w.Assert(str(m, "parent_grant_id") == s.me.grantID && str(m, "subject") == s.helper.principal, "the delegation does not name its parent: %s", r)
+	})
+
+	// Concurrency.
+	sc.Step(`^exactly one dispatch completed and every other was refused as a claimed permit$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		ok := 0
+		for _, r := range s.results {
+			m, _ := r.JSON()
+			switch {
+			case r.Status == 200 && str(m, "state") == "Completed":
+				ok++
+				s.opID = str(m, "operation_id")
+			case r.Status == 409 && str(m, "error.code") == "permit_consumed" && str(m, "error.category") == "permit_claimed":
+			default:
+				return w.Assert(false, "a contended dispatch answered neither Completed nor permit_consumed: %s", r)
+			}
+		}
+		return w.Assert(ok == 1, "%d of %d contended dispatches of one permit completed", ok, len(s.results))
+	})
+	sc.Step(`^exactly one proposal was accepted and every other was refused as a stale revision or invalid state$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		ok := 0
+		for _, r := range s.results {
+			m, _ := r.JSON()
+			code := str(m, "error.code")
+			switch {
+			case r.Status == 201:
+				ok++
+			case r.Status == 409 && (code == "stale_revision" || code == "invalid_protocol_state"):
+			default:
+				return w.Assert(false, "a concurrent proposal answered %s", r)
+			}
+		}
+		return w.Assert(ok == 1, "%d of %d concurrent proposals of one revision were accepted", ok, len(s.results))
+	})
+	sc.Step(`^exactly one of the dispatch and the edit took effect$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		d, e := s.results[0], s.editResult
+		dm, _ := d.JSON()
+		sent := d.Status == 200 && str(dm, "state") == "Completed"
+		edited := e.Status == 200
+		if err := w.Assert(sent != edited, "dispatch %s and edit %s: want exactly one to take effect", d, e); err != nil {
+			return err
+		}
+		want := 0
+		if sent {
+			want = 1
+		} else {
+			if err := w.Assert(d.Status == 409, "the losing dispatch answered %s", d); err != nil {
+				return err
+			}
+		}
+		return s.expectMessages(ctx, s.mail, "destination", want)
+	})
+	sc.Step(`^while the call is paused the operation is "([^"]*)", the permit is consumed and the draft is "([^"]*)"$`, func(ctx context.Context, opState, draft string) error {
+		s, w := st(ctx), steps.From(ctx)
+		if s.opID == "" {
+			s.opID = str(s.prop, "operation_id")
+		}
+		time.Sleep(200 * time.Millisecond)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(str(m, "state") == opState, "during the external call the operation is %q, want %q", str(m, "state"), opState); err != nil {
+			return err
+		}
+		p, err := s.permit(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(p["consumed_at"] != nil && str(p, "consumed_by_operation") == s.opID, "during the external call the permit is not claimed: %v", p); err != nil {
+			return err
+		}
+		res, err := s.resource(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(str(res, "state") == draft, "during the external call the draft is %q, want %q", str(res, "state"), draft)
+	})
+	sc.Step(`^while the call is paused the destination has received no message$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return s.expectMessages(ctx, s.mail, "destination", 0)
+	})
+
+	// Crash and the second host.
+	sc.Step(`^the first host answered nothing$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		return w.Assert(s.crashed && s.lastErr != nil, "the host told to crash mid-dispatch answered: %v", w.Last)
+	})
+	sc.Step(`^the second host soon reports the operation "([^"]*)" and awaiting reconciliation$`, func(ctx context.Context, state string) error {
+		s, w := st(ctx), steps.From(ctx)
+		if s.opID == "" {
+			s.opID = str(s.prop, "operation_id")
+		}
+		deadline := time.Now().Add(8 * time.Second)
+		var m map[string]any
+		for {
+			var err error
+			_, m, err = s.call2(ctx, api+"/operations/"+s.opID)
+			if err != nil {
+				return err
+			}
+			if str(m, "state") == state || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := w.Assert(str(m, "state") == state, "8 s after the crash the second host reports the operation %q, want %q", str(m, "state"), state); err != nil {
+			return err
+		}
+		return w.Assert(m["awaiting_reconciliation"] == true, "the Unknown operation does not await reconciliation: %v", m)
+	})
+	sc.Step(`^the second host reports the draft "([^"]*)"$`, func(ctx context.Context, state string) error {
+		s, w := st(ctx), steps.From(ctx)
+		_, m, err := s.call2(ctx, api+"/resources/"+s.draftID)
+		if err != nil {
+			return err
+		}
+		return w.Assert(str(m, "state") == state, "the second host reports the draft %q, want %q", str(m, "state"), state)
+	})
+	sc.Step(`^the two hosts are distinct instances on one operation store$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		_, a, err := s.read(ctx, api+"/", roleNone)
+		if err != nil {
+			return err
+		}
+		_, b, err := s.call2(ctx, api+"/")
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(str(a, "instance") != "" && str(a, "instance") != str(b, "instance"), "the two hosts report one instance %q", str(a, "instance")); err != nil {
+			return err
+		}
+		if err := s.createDraft(ctx, s.me.mailbox, "bob@example.com"); err != nil {
+			return err
+		}
+		r, m, err := s.call2(ctx, api+"/resources/"+s.draftID)
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status == 200 && str(m, "resource_id") == s.draftID, "a draft made at the first host is not in the second host's store: %s", r)
+	})
+
+	// Reconciliation and audit.
+	sc.Step(`^the reconciliation records method "([^"]*)" and (the destination's message id|the actor)$`, func(ctx context.Context, method, what string) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(str(m, "reconciliation.method") == method, "the reconciliation records method %q: %v", str(m, "reconciliation.method"), m["reconciliation"]); err != nil {
+			return err
+		}
+		if what == "the actor" {
+			return w.Assert(str(m, "reconciliation.actor") == "dave (ops on call)", "the human reconciliation does not name its actor: %v", m["reconciliation"])
+		}
+		want := ""
+		if e := s.mail.fake.Effects(); len(e) == 1 {
+			want = e[0].MessageID
+		}
+		return w.Assert(want != "" && str(m, "reconciliation.evidence.message_id") == want, "the reconciliation evidence names message %q, the destination has %q", str(m, "reconciliation.evidence.message_id"), want)
+	})
+	sc.Step(`^the audit trail of the operation shows the draft "([^"]*)" when it was claimed$`, func(ctx context.Context, state string) error {
+		s, w := st(ctx), steps.From(ctx)
+		recs, _, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		claims := events(recs, "claimed")
+		return w.Assert(len(claims) == 1 && str(claims[0], "resource_state") == state, "the claim record does not show the draft %s: %v", state, claims)
+	})
+	sc.Step(`^the audit trail of the operation records the claim before the outcome$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		recs, _, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		var order []string
+		for _, r := range recs {
+			if e := str(r, "event"); e == "claimed" || e == "outcome" {
+				order = append(order, e)
+			}
+		}
+		return w.Assert(slices.Equal(order, []string{"claimed", "outcome"}), "the operation's claim and outcome records come as %v", order)
+	})
+	sc.Step(`^the audit trail of the operation records no claim$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		id := s.opID
+		if id == "" {
+			id = str(s.prop, "operation_id")
+		}
+		recs, _, err := s.auditOf(ctx, id)
+		if err != nil {
+			return err
+		}
+		return w.Assert(len(recs) > 0 && len(events(recs, "claimed")) == 0, "a claim that was never persisted is in the audit trail: %v", recs)
+	})
+	sc.Step(`^the audit trail of the operation, read by the operator, satisfies the schema "([^"]*)"$`, func(ctx context.Context, schema string) error {
+		s, w := st(ctx), steps.From(ctx)
+		recs, r, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		s.audit = recs
+		if err := w.ExpectSchema(schema, r.Body); err != nil {
+			return err
+		}
+		return w.Assert(len(recs) >= 5, "the operation's audit trail has only %d records", len(recs))
+	})
+	sc.Step(`^it names the execution id, the operation id, the principal and the proposal digest in every record$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		digest := str(s.props[0], "digest")
+		for _, r := range s.audit {
+			if err := w.Assert(str(r, "execution_id") == s.exec && str(r, "operation_id") == s.opID && str(r, "principal") == s.me.principal &&
+				str(r, "proposal_digest") == digest, "audit record %s lacks the execution, operation, principal or digest: %v", str(r, "event"), r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^its claim record names the contract fingerprint, the host's policy fingerprint, the draft revision, the approver and the decision time, the claim time and attempt 1$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		claims := events(s.audit, "claimed")
+		if err := w.Assert(len(claims) == 1, "want one claim record, got %d", len(claims)); err != nil {
+			return err
+		}
+		c := claims[0]
+		_, info, err := s.read(ctx, api+"/", roleNone)
+		if err != nil {
+			return err
+		}
+		_, reg, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
+		if err != nil {
+			return err
+		}
+		checks := map[string]string{
+			"contract_fingerprint": str(reg, "contract_fingerprint"), "policy_fingerprint": str(info, "policy_fingerprint"),
+			"resource_id": s.draftID, "decision_actor": "carol", "permit_id": s.permitID,
+		}
+		for k, want := range checks {
+			if err := w.Assert(want != "" && str(c, k) == want, "the claim record's %s is %q, want %q", k, str(c, k), want); err != nil {
+				return err
+			}
+		}
+		if err := w.Assert(steps.Text(c["resource_revision"]) == "1" && steps.Text(c["attempt"]) == "1", "the claim record's revision/attempt: %v", c); err != nil {
+			return err
+		}
+		_, e1 := time.Parse(time.RFC3339Nano, str(c, "decision_at"))
+		_, e2 := time.Parse(time.RFC3339Nano, str(c, "claim"))
+		return w.Assert(e1 == nil && e2 == nil, "the claim record's decision time or claim time is not a time: %v", c)
+	})
+	sc.Step(`^its (outcome|reconciliation) record names outcome "([^"]*)"( and the reconciliation method)?$`, func(ctx context.Context, which, outcome, method string) error {
+		s, w := st(ctx), steps.From(ctx)
+		ev := map[string]string{"outcome": "outcome", "reconciliation": "reconciled"}[which]
+		recs := events(s.audit, ev)
+		if err := w.Assert(len(recs) == 1 && str(recs[0], "outcome") == outcome, "want one %s record with outcome %s: %v", ev, outcome, recs); err != nil {
+			return err
+		}
+		if method != "" {
+			return w.Assert(str(recs[0], "reconciliation.method") != "", "the reconciliation record names no method: %v", recs[0])
+		}
+		return nil
+	})
+	sc.Step(`^the whole audit trail contains neither the grant tokens, the permit token, the role keys, nor their SHA-256 digests$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		_, r, err := s.auditOf(ctx, "")
+		if err != nil {
+			return err
+		}
+		secrets := []string{s.me.grantToken, s.permitToken, s.keys.operator, s.keys.authority, s.keys.resolver}
+		if s.helper != nil {
+			secrets = append(secrets, s.helper.grantToken)
+		}
+		body := string(r.Body)
+		for _, sec := range secrets {
+			if sec == "" {
+				continue
+			}
+			sum := sha256.Sum256([]byte(sec))
+			for _, form := range []string{sec, hex.EncodeToString(sum[:]), strings.ToUpper(hex.EncodeToString(sum[:]))} {
+				if err := w.Assert(!strings.Contains(body, form), "the audit trail contains a secret or its digest (%s…)", form[:8]); err != nil {
+					return err
+				}
+			}
+		}
+		return w.Assert(len(body) > 0 && s.permitToken != "", "scenario error: nothing to search")
+	})
+	sc.Step(`^the audit trail names the permit and the grant by their public ids$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		_, r, err := s.auditOf(ctx, "")
+		if err != nil {
+			return err
+		}
+		return w.Assert(strings.Contains(string(r.Body), s.permitID) && strings.Contains(string(r.Body), s.me.grantID), "the audit trail does not name permit %s and grant %s", s.permitID, s.me.grantID)
+	})
+
+	// Snapshots and canonical encoding.
+	sc.Step(`^the snapshot the approver is shown has (.+)$`, func(ctx context.Context, list string) error {
+		s, w := st(ctx), steps.From(ctx)
+		_, m, err := s.read(ctx, api+"/approval-requests/"+s.requestID, roleNone)
+		if err != nil {
+			return err
+		}
+		args, _ := steps.Lookup(m, "proposal.snapshot.arguments")
+		// An email snapshot carries the draft's resolved payload.
+		if p, ok := steps.Lookup(args, "draft.payload"); ok {
+			args = p
+		}
+		for _, kv := range pairRE.FindAllStringSubmatch(list, -1) {
+			got, ok := steps.Lookup(args, kv[1])
+			if err := w.Assert(ok && steps.Text(got) == kv[2], "the approver is shown %s = %s, want %s", kv[1], steps.Text(got), kv[2]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	sc.Step(`^the proposal names canonical encoding version "([^"]*)"$`, func(ctx context.Context, v string) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, _ := w.LastResponse()
+		if err := w.ExpectSchema("agl/proposal.json", r.Body); err != nil {
+			return err
+		}
+		return w.Assert(str(s.prop, "canon_version") == v && str(s.prop, "snapshot.canon_version") == v, "the proposal names canon version %q", str(s.prop, "canon_version"))
+	})
+	sc.Step(`^the proposal's canonical encoding is the suite's own agl-canon/1 encoding of its snapshot$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		snap, _ := steps.Lookup(s.prop, "snapshot")
+		mine, err := canonicalize(snap)
+		if err != nil {
+			return err
+		}
+		return w.Assert(string(mine) == str(s.prop, "canonical_encoding"), "the host's canonical encoding\n%s\ndiffers from the suite's\n%s", str(s.prop, "canonical_encoding"), mine)
+	})
+	sc.Step(`^the proposal's digest is the SHA-256 of its canonical encoding$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		sum := sha256.Sum256([]byte(str(s.prop, "canonical_encoding")))
+		return w.Assert(str(s.prop, "digest") == "sha256:"+hex.EncodeToString(sum[:]), "the digest %q is not the SHA-256 of the canonical encoding", str(s.prop, "digest"))
+	})
+	sc.Step(`^the two proposals have the same digest$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := w.Assert(len(s.props) == 2, "want two proposals, have %d: %v", len(s.props), w.Last); err != nil {
+			return err
+		}
+		a, b := str(s.props[0], "digest"), str(s.props[1], "digest")
+		return w.Assert(a != "" && a == b && str(s.props[0], "operation_id") != str(s.props[1], "operation_id"), "equal actions got digests %s and %s", a, b)
+	})
+	sc.Step(`^its digest differs from the first proposal's$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		n := len(s.props)
+		return w.Assert(n == 3 && str(s.props[n-1], "digest") != str(s.props[0], "digest"), "a different amount got the same digest (or was refused): %v", w.Last)
+	})
+}
+
+var pairRE = regexp.MustCompile(`(\w+) "([^"]*)"`)
+
+func mapGet(v any, k string) any {
+	m, _ := v.(map[string]any)
+	return m[k]
+}
+
+// call2 reads from the second host, unrecorded.
+func (s *state) call2(ctx context.Context, path string) (*steps.Response, map[string]any, error) {
+	r, err := s.call(ctx, true, http.MethodGet, path, roleNone, nil, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := r.JSON()
+	return r, m, err
+}

@@ -1,0 +1,532 @@
+// Package agl binds the AGL behavioral-contracts features (features/agl) to a
+// host through the parley HTTP/JSON binding agl-binding/1
+// (docs/agl-binding.md): contracts, agents, grants, email drafts, proposals,
+// approvals, permits, dispatch, operations, reconciliation and the audit
+// trail, plus the fault seams under /conformance/seams/agl/.
+//
+// Every scenario creates its own principal, agent, grant and keys, and runs
+// its own fake destinations (refhost/agl/fakemail) whose URLs go into the
+// host configuration: the effects counted there, by the suite, are the
+// witness of "no effect" and "exactly one effect". A step never takes the
+// host's word for an effect.
+package agl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/cucumber/godog"
+	"github.com/google/uuid"
+
+	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/schemas"
+	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
+)
+
+const (
+	family   = "agl"
+	api      = "/agl/v1"
+	seamPath = "/conformance/seams/agl"
+
+	sendOp     = "mail.send_email"
+	transferOp = "ledger.transfer"
+)
+
+// Register binds every AGL step phrase.
+func Register(sc *godog.ScenarioContext) {
+	registerHost(sc)
+	registerActions(sc)
+	registerChecks(sc)
+}
+
+// destination is a fake destination the suite runs for one scenario, with a
+// log of every send it was asked for (the fake itself records only effects).
+type destination struct {
+	fake *fakemail.Server
+	url  string
+	mu   sync.Mutex
+	sent []sendRecord
+}
+
+type sendRecord struct{ key, operation string }
+
+func startDestination(w *steps.World, idempotent bool) *destination {
+	d := &destination{fake: fakemail.New(idempotent)}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/send" {
+			d.mu.Lock()
+			d.sent = append(d.sent, sendRecord{key: r.Header.Get("Idempotency-Key"), operation: r.Header.Get("X-AGL-Operation-Id")})
+			d.mu.Unlock()
+		}
+		d.fake.ServeHTTP(rw, r)
+	}))
+	d.url = srv.URL
+	w.Cleanup(srv.Close)
+	return d
+}
+
+func (d *destination) sends() []sendRecord {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]sendRecord(nil), d.sent...)
+}
+
+// keys are the three trusted roles' bearer keys, fresh per scenario.
+type keys struct{ operator, authority, resolver string }
+
+// actor is a principal with its agent and grant.
+type actor struct {
+	principal, agent, mailbox, account string
+	grantID, grantToken                string
+}
+
+// state is one scenario's AGL state.
+type state struct {
+	mu      sync.Mutex
+	keys    keys
+	section map[string]any
+	mail    *destination // the email destination
+	ledger  *destination // the webhook ("ledger") destination
+	mail2   *destination // the second host's email destination, when it has its own
+
+	shared bool
+	second *target.Host
+
+	wantSetup      bool
+	ready          bool
+	emailIdem      string
+	emailAttempts  int
+	implementation map[string]string
+
+	exec   string
+	me     actor
+	helper *actor
+
+	draftID, latestHandle string
+	propHandle            string
+	prop                  map[string]any   // the last proposal
+	props                 []map[string]any // every proposal, in order
+	requestID             string
+	permitID, permitToken string
+	decision              map[string]any
+	opID                  string
+	transfer              map[string]any // the approved transfer's arguments
+	shown                 map[string]any // the approval request as the approver saw it
+
+	grantOverride string       // grant token actions present instead of the principal's
+	pendingMods   dispatchMods // what the next dispatch of the approved action gets wrong
+	crashArmed    bool
+	crashed       bool
+	lastErr       error
+	async         chan asyncResult
+	results       []*steps.Response
+	editResult    *steps.Response
+	audit         []map[string]any
+}
+
+type asyncResult struct {
+	r   *steps.Response
+	err error
+}
+
+func st(ctx context.Context) *state {
+	return steps.From(ctx).State(family, func() any {
+		return &state{emailIdem: "none", emailAttempts: 1}
+	}).(*state)
+}
+
+func random(prefix string) string { return prefix + strings.ReplaceAll(uuid.NewString(), "-", "") }
+
+// apply writes the scenario's section into the host configuration.
+func (s *state) apply(ctx context.Context) error {
+	sec := s.section
+	return steps.From(ctx).Configure(family, func(m map[string]any) {
+		for k := range m {
+			delete(m, k)
+		}
+		for k, v := range sec {
+			m[k] = v
+		}
+	})
+}
+
+func (s *state) newHost(ctx context.Context, idempotent bool) error {
+	w := steps.From(ctx)
+	if s.section != nil {
+		return fmt.Errorf("scenario error: the AGL host is described twice")
+	}
+	s.keys = keys{operator: random("op_"), authority: random("authz_"), resolver: random("resolver_")}
+	s.mail = startDestination(w, idempotent)
+	s.ledger = startDestination(w, false)
+	s.section = map[string]any{
+		"keys":    map[string]any{"operator_key": s.keys.operator, "authority_key": s.keys.authority, "resolver_key": s.keys.resolver},
+		"email":   map[string]any{"url": s.mail.url, "account": "acme-mail", "honours_idempotency_key": idempotent},
+		"webhook": map[string]any{"url": s.ledger.url, "account": "acme-ledger"},
+	}
+	return s.apply(ctx)
+}
+
+func (s *state) edit(ctx context.Context, f func(sec map[string]any)) error {
+	if s.section == nil {
+		return fmt.Errorf("scenario error: describe the AGL host first")
+	}
+	f(s.section)
+	return s.apply(ctx)
+}
+
+// secondHost acquires the second host on the shared store: the same section
+// (another email destination when asked), with the seams off. The seams are
+// the difference that makes it a second configuration, hence a second host;
+// the first host always has them on when a store is shared.
+func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
+	if s.second != nil {
+		return s.second, nil
+	}
+	w := steps.From(ctx)
+	if !s.shared {
+		return nil, fmt.Errorf("scenario error: no second host was described")
+	}
+	if _, err := w.Host(ctx); err != nil {
+		return nil, err
+	}
+	sec := map[string]any{}
+	raw, _ := json.Marshal(s.section)
+	json.Unmarshal(raw, &sec)
+	if s.mail2 != nil {
+		email := sec["email"].(map[string]any)
+		email["url"] = s.mail2.url
+	}
+	cfg, err := target.NewConfig(map[string]any{family: sec}, false)
+	if err != nil {
+		return nil, err
+	}
+	// Held to the published configuration schema, as World.Host holds the first.
+	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
+		return nil, fmt.Errorf("scenario error: the second host's configuration %s does not satisfy schemas/host-config.json: %v", cfg.JSON(), err)
+	}
+	h, err := w.Target.Acquire(ctx, cfg)
+	if err != nil {
+		return nil, w.Block(fmt.Sprintf("the target could not give a second host on the shared operation store: %v", err))
+	}
+	s.second = h
+	return h, nil
+}
+
+// base returns the URL of the first or second host.
+func (s *state) base(ctx context.Context, second bool) (string, error) {
+	if second {
+		h, err := s.secondHost(ctx)
+		if err != nil {
+			return "", err
+		}
+		return h.HTTP, nil
+	}
+	h, err := steps.From(ctx).Host(ctx)
+	if err != nil {
+		return "", err
+	}
+	return h.HTTP, nil
+}
+
+// readSecond says where state is read back: at the second host once the
+// first has crashed.
+func (s *state) readSecond() bool { return s.crashed }
+
+// role names who authenticates a request.
+const (
+	roleNone      = ""
+	roleOperator  = "operator"
+	roleAuthority = "authority"
+	roleResolver  = "resolver"
+)
+
+func (s *state) bearer(role string) string {
+	switch role {
+	case roleOperator:
+		return s.keys.operator
+	case roleAuthority:
+		return s.keys.authority
+	case roleResolver:
+		return s.keys.resolver
+	case roleNone:
+		return ""
+	}
+	return role // a raw token
+}
+
+// exchange is one HTTP exchange with a host under the suite's deadline and
+// size limit.
+func exchange(ctx context.Context, w *steps.World, base, method, path string, body []byte, header http.Header) (*steps.Response, error) {
+	ctx, cancel := context.WithTimeout(ctx, steps.ExchangeTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := w.HTTP.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, steps.MaxBodyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: reading the body: %w", method, path, err)
+	}
+	if len(b) > steps.MaxBodyBytes {
+		return nil, fmt.Errorf("%s %s: the host sent a body over %d bytes", method, path, steps.MaxBodyBytes)
+	}
+	return &steps.Response{Method: method, URL: path, Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// call sends a JSON body (or none) as role to the first or second host.
+// record makes it the scenario's last response.
+func (s *state) call(ctx context.Context, second bool, method, path, role string, body any, record bool) (*steps.Response, error) {
+	w := steps.From(ctx)
+	base, err := s.base(ctx, second)
+	if err != nil {
+		return nil, err
+	}
+	h := http.Header{}
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	default:
+		if raw, err = json.Marshal(b); err != nil {
+			return nil, err
+		}
+	}
+	if raw != nil {
+		h.Set("Content-Type", "application/json")
+	}
+	if tok := s.bearer(role); tok != "" {
+		h.Set("Authorization", "Bearer "+tok)
+	}
+	r, err := exchange(ctx, w, base, method, path, raw, h)
+	if err != nil {
+		return nil, err
+	}
+	if record {
+		w.Last = r
+	}
+	return r, nil
+}
+
+// do records the exchange; read does not.
+func (s *state) do(ctx context.Context, method, path, role string, body any) (*steps.Response, error) {
+	return s.call(ctx, false, method, path, role, body, true)
+}
+
+func (s *state) read(ctx context.Context, path, role string) (*steps.Response, map[string]any, error) {
+	r, err := s.call(ctx, s.readSecond(), http.MethodGet, path, role, nil, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := r.JSON()
+	if err != nil {
+		return r, nil, err
+	}
+	return r, m, nil
+}
+
+// got and want turn an unexpected answer to a setup exchange into a failure
+// that names it.
+type result struct {
+	r   *steps.Response
+	err error
+}
+
+func got(r *steps.Response, err error) result { return result{r, err} }
+
+func (x result) want(statuses ...int) (map[string]any, error) {
+	if x.err != nil {
+		return nil, x.err
+	}
+	for _, st := range statuses {
+		if x.r.Status == st {
+			return x.r.JSON()
+		}
+	}
+	return nil, fmt.Errorf("the host refused a step the scenario depends on: %s", x.r)
+}
+
+func str(m map[string]any, path string) string {
+	v, _ := steps.Lookup(m, path)
+	s, _ := v.(string)
+	return s
+}
+
+func registerHost(sc *godog.ScenarioContext) {
+	sc.Step(`^an AGL host with a fake email destination the suite counts$`, func(ctx context.Context) error {
+		return st(ctx).newHost(ctx, false)
+	})
+	sc.Step(`^an AGL host whose fake email destination deduplicates by idempotency key$`, func(ctx context.Context) error {
+		return st(ctx).newHost(ctx, true)
+	})
+	sc.Step(`^the AGL test seams are enabled$`, func(ctx context.Context) error {
+		return steps.From(ctx).RequireSeams()
+	})
+	sc.Step(`^the host's deployment policy allows recipients only in "([^"]*)"$`, func(ctx context.Context, domain string) error {
+		return st(ctx).edit(ctx, func(sec map[string]any) {
+			sec["deployment"] = map[string]any{"allowed_recipient_domains": []string{domain}}
+		})
+	})
+	sc.Step(`^the hosts presume a silent host crashed after (\d+) ms$`, func(ctx context.Context, ms int) error {
+		return st(ctx).edit(ctx, func(sec map[string]any) { sec["claim_lease_ms"] = ms })
+	})
+	sc.Step(`^a second AGL host shares the first host's operation store( but sends email to another destination)?$`, func(ctx context.Context, other string) error {
+		s, w := st(ctx), steps.From(ctx)
+		dir, err := os.MkdirTemp("", "parley-agl-shared-*")
+		if err != nil {
+			return err
+		}
+		w.Cleanup(func() { os.RemoveAll(dir) })
+		s.shared = true
+		if other != "" {
+			s.mail2 = startDestination(w, false)
+		}
+		if err := w.RequireSeams(); err != nil {
+			return err
+		}
+		return s.edit(ctx, func(sec map[string]any) { sec["database_path"] = filepath.Join(dir, "operations.db") })
+	})
+	sc.Step(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if s.ready {
+			return fmt.Errorf("scenario error: the contracts are already registered")
+		}
+		s.emailIdem, s.emailAttempts = "destination_key", n
+		return nil
+	})
+	sc.Step(`^a principal whose agent may use the email and transfer operations under a grant from the authorization service$`, func(ctx context.Context) error {
+		st(ctx).wantSetup = true
+		return nil
+	})
+}
+
+// ensure performs the set-up the Given steps described, at the first
+// exchange: the two contracts, the agent and the principal's grant.
+func (s *state) ensure(ctx context.Context) error {
+	if s.ready {
+		return nil
+	}
+	if !s.wantSetup || s.section == nil {
+		return errors.New("scenario error: no AGL host and principal were described")
+	}
+	s.ready = true
+	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	s.exec = "exec-" + id
+	s.me = actor{principal: "alice-" + id, agent: "agent-" + id, mailbox: "ops-" + id + "@example.com", account: "acct-" + id}
+	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, sendOp, "1", s.emailAttempts))).want(201); err != nil {
+		return err
+	}
+	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, transferOp, []string{"external_write", "financial_write"}))).want(201); err != nil {
+		return err
+	}
+	if err := s.putAgent(ctx, s.me, []string{sendOp, transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
+		return err
+	}
+	g, err := got(s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp},
+		[]string{s.me.mailbox}, []string{s.me.account}, nil))).want(201)
+	if err != nil {
+		return err
+	}
+	s.me.grantID, s.me.grantToken = str(g, "grant_id"), str(g, "grant_token")
+	if s.me.grantID == "" || s.me.grantToken == "" {
+		return fmt.Errorf("the grant the authorization service was issued carries no grant_id or grant_token: %v", g)
+	}
+	return nil
+}
+
+func (s *state) putAgent(ctx context.Context, a actor, tools, ceiling []string) error {
+	_, err := got(s.do(ctx, http.MethodPut, api+"/agents/"+a.agent, roleOperator, map[string]any{
+		"principal": a.principal, "tools": tools, "effect_ceiling": ceiling})).want(200)
+	return err
+}
+
+func (s *state) grantBody(subject string, ops, mailboxes, accounts []string, extra map[string]any) map[string]any {
+	res := []any{}
+	if len(mailboxes) > 0 {
+		res = append(res, map[string]any{"kind": "mailbox", "ids": mailboxes})
+	}
+	if len(accounts) > 0 {
+		res = append(res, map[string]any{"kind": "account", "ids": accounts})
+	}
+	b := map[string]any{"subject": subject, "operations": ops, "resources": res, "ttl_seconds": 3600}
+	for k, v := range extra {
+		b[k] = v
+	}
+	return b
+}
+
+// implementationFingerprint learns a trusted handler's fingerprint from
+// the host's own listing.
+func (s *state) implementationFingerprint(ctx context.Context, name string) string {
+	if s.implementation == nil {
+		s.implementation = map[string]string{}
+		if _, m, err := s.read(ctx, api+"/implementations", roleNone); err == nil {
+			list, _ := m["implementations"].([]any)
+			for _, e := range list {
+				im, _ := e.(map[string]any)
+				s.implementation[str(im, "name")] = str(im, "fingerprint")
+			}
+		}
+	}
+	return s.implementation[name]
+}
+
+func (s *state) emailContract(ctx context.Context, name, version string, attempts int) map[string]any {
+	return map[string]any{
+		"qualified_name": name, "contract_version": version, "implementation": "email.send/v1",
+		"implementation_fingerprint": s.implementationFingerprint(ctx, "email.send/v1"),
+		"input_type": map[string]any{"type": "object", "required": []string{"draft"},
+			"properties": map[string]any{"draft": map[string]any{"type": "string", "x-agl-handle": "email_draft"}}},
+		"output_type": map[string]any{"type": "object", "required": []string{"message_id"},
+			"properties": map[string]any{"message_id": map[string]any{"type": "string"}}},
+		"authority_requirements": []any{map[string]any{"kind": "mailbox", "select": "/draft/payload/from"}},
+		"possible_effects":       []string{"external_write", "email_send"},
+		"protocol_preconditions": []any{map[string]any{"argument": "/draft", "state": "Authorized"}},
+		"protocol_outcomes":      map[string]any{"success": "Sent", "no_effect": "FailedNoEffect", "uncertain": "Unknown"},
+		"approval_requirement":   map[string]any{"required": true, "role": "operator"},
+		"idempotency_contract":   map[string]any{"kind": s.emailIdem},
+		"scheduling_contract":    map[string]any{"max_attempts": attempts},
+	}
+}
+
+func (s *state) transferContract(ctx context.Context, name string, effects []string) map[string]any {
+	return map[string]any{
+		"qualified_name": name, "contract_version": "1", "implementation": "webhook.post/v1",
+		"implementation_fingerprint": s.implementationFingerprint(ctx, "webhook.post/v1"),
+		"input_type": map[string]any{"type": "object", "required": []string{"account", "recipient", "amount"},
+			"properties": map[string]any{
+				"account":   map[string]any{"type": "string"},
+				"recipient": map[string]any{"type": "string"},
+				"amount":    map[string]any{"type": "integer", "minimum": 1},
+				"currency":  map[string]any{"type": "string", "enum": []string{"EUR", "USD"}, "default": "EUR"},
+			}},
+		"authority_requirements": []any{map[string]any{"kind": "account", "select": "/account"}},
+		"possible_effects":       effects,
+		"approval_requirement":   map[string]any{"required": true, "role": "treasurer"},
+		"idempotency_contract":   map[string]any{"kind": "none"},
+		"scheduling_contract":    map[string]any{"max_attempts": 1},
+	}
+}
