@@ -277,7 +277,9 @@ func fakeHash(seed string) string {
 
 // --- one rule per agtp requirement ---------------------------------------------
 
-var agtpRules = []Rule{
+var agtpRules = append(agtpRCNSRules, agtpProposeRules...)
+
+var agtpRCNSRules = []Rule{
 	// The four-lock gate.
 	{
 		ID:     "agtp.rcns.gate.server-policy-disabled",

@@ -57,3 +57,18 @@ Feature: Attribution-Record extension fields
       | transport          |
       | TLS 1.3            |
       | plaintext loopback |
+
+  @req:agtp.propose.attribution.origin-propose @profile:agtp-rcns
+  Scenario Outline: An action under a PROPOSE-spawned contract says negotiation_origin propose [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" proposes BOOK /room/{room}
+    Then the response status is 263
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the Attribution-Record carries the contract's synthesis_id, a contract_hash and negotiation_origin "propose"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |

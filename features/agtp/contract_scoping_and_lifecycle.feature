@@ -43,7 +43,7 @@ Feature: Contract scoping and lifecycle
   Scenario Outline: A <ended> contract presented again is refused contract-revoked [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets contract_ttl_seconds = 3
+    And its [policies.rcns] sets contract_ttl_seconds = 2
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
@@ -52,11 +52,11 @@ Feature: Contract scoping and lifecycle
     Then the response status is 464 with reason contract-revoked
 
     Examples:
-      | ended   | ending                                                     | transport          |
+      | ended   | ending                                                       | transport          |
       | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | TLS 1.3            |
       | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | plaintext loopback |
-      | expired | 4 seconds pass                                             | TLS 1.3            |
-      | expired | 4 seconds pass                                             | plaintext loopback |
+      | expired | the contract's TTL has passed                                | TLS 1.3            |
+      | expired | the contract's TTL has passed                                | plaintext loopback |
 
   @req:agtp.rcns.release.caller-suspend @profile:agtp-rcns
   Scenario Outline: The originator releases its contract with SUSPEND [<transport>]
@@ -128,12 +128,12 @@ Feature: Contract scoping and lifecycle
   Scenario Outline: A contract stops serving when its TTL has passed [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets contract_ttl_seconds = 3
+    And its [policies.rcns] sets contract_ttl_seconds = 2
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And "alice" holds an active contract for BOOK /room/{room}
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
-    When 4 seconds pass
+    When the contract's TTL has passed
     And "alice" sends BOOK /room/{room} presenting the contract
     Then the response is not served under the contract
     When "alice" sends BOOK /room/{room} without Allow-RCNS

@@ -46,3 +46,29 @@ Feature: Recipe versioning
       | transport          |
       | TLS 1.3            |
       | plaintext loopback |
+
+  @req:agtp.propose.recipe.new-version-new-contract @profile:agtp-rcns
+  Scenario Outline: A PROPOSE after a recipe edit gets a new contract while the old keeps its version [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" proposes BOOK /room/{room} remembered as "old"
+    Then the AGTP field "recipe_lineage.recipe_version" is "1"
+    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And "alice" proposes BOOK /room/{room} remembered as "new"
+    Then the response carries a synthesis_id other than contract "old"'s
+    And the AGTP field "recipe_lineage.recipe_version" is "2"
+    When "alice" sends BOOK /room/{room} presenting contract "old"
+    Then the response is served under contract "old"
+    And the response status is 201
+    When "alice" inspects contract "old"
+    Then the AGTP field "recipe_lineage.recipe_version" is "1"
+    When "alice" sends BOOK /room/{room} presenting contract "new"
+    Then the response is served under contract "new"
+    And the response status is 202
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |

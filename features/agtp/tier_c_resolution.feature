@@ -43,7 +43,7 @@ Feature: Tier C resolution
   Scenario Outline: A <ended> contract no longer resolves [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets contract_ttl_seconds = 3
+    And its [policies.rcns] sets contract_ttl_seconds = 2
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
@@ -52,10 +52,10 @@ Feature: Tier C resolution
     Then the response is not served under the contract
 
     Examples:
-      | ended    | ending                                                     | transport          |
-      | released | "alice" sends SUSPEND synthesis_id=the contract            | TLS 1.3            |
-      | released | "alice" sends SUSPEND synthesis_id=the contract            | plaintext loopback |
+      | ended    | ending                                                       | transport          |
+      | released | "alice" sends SUSPEND synthesis_id=the contract              | TLS 1.3            |
+      | released | "alice" sends SUSPEND synthesis_id=the contract              | plaintext loopback |
       | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | TLS 1.3            |
       | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | plaintext loopback |
-      | expired  | 4 seconds pass                                             | TLS 1.3            |
-      | expired  | 4 seconds pass                                             | plaintext loopback |
+      | expired  | the contract's TTL has passed                                | TLS 1.3            |
+      | expired  | the contract's TTL has passed                                | plaintext loopback |

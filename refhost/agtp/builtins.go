@@ -3,9 +3,11 @@ package agtp
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	wire "github.com/parley-conformance/parley/wire/agtp"
@@ -18,6 +20,16 @@ func (h *Host) builtin(ctx context.Context, c *call) *wire.Response {
 	switch c.req.Method {
 	case "DISCOVER":
 		return h.discover(ctx, c)
+	case "PROPOSE":
+		return h.propose(ctx, c)
+	case "QUERY":
+		if id, ok := strings.CutPrefix(c.req.Path, "/proposals/"); ok && id != "" && !strings.Contains(id, "/") {
+			return h.queryProposal(ctx, c, id)
+		}
+	case "CONFIRM":
+		if id := c.param("target_id"); strings.HasPrefix(id, "prop_") {
+			return h.confirmProposal(ctx, c, id)
+		}
 	case "INSPECT":
 		return h.inspect(ctx, c)
 	case "SUSPEND":
@@ -61,14 +73,29 @@ func (h *Host) discover(ctx context.Context, c *call) *wire.Response {
 			eps = append(eps, map[string]any{"method": e.Method, "path": e.Path, "tier": e.Tier, "description": e.Description,
 				"authority_scope": h.prims[e.Primitive].Scopes})
 		}
+		persisted, err := listContracts(ctx, h.db, `WHERE persistent = 1 AND state = 'active' ORDER BY created_at, synthesis_id`)
+		if err != nil {
+			return h.internal(err)
+		}
+		for _, k := range persisted {
+			var ep map[string]any
+			_ = json.Unmarshal(k.Endpoint, &ep)
+			eps = append(eps, map[string]any{"method": k.Method, "path": k.Path, "tier": "B", "description": ep["description"],
+				"authority_scope": k.Scopes, "negotiation_origin": k.Origin, "synthesis_id": k.ID})
+		}
 		return h.success(c, 200, map[string]any{"server_id": h.cfg.ServerID, "methods": methods, "endpoints": eps}, "A", nil)
 	case "/patterns":
 		h.recMu.RLock()
 		pats := []map[string]any{}
 		for _, r := range h.recipes {
-			pats = append(pats, map[string]any{"recipe_name": r.Name, "recipe_version": r.Version, "method": r.Method, "path": r.Path, "composed_of": r.Steps})
+			pats = append(pats, map[string]any{"recipe_name": r.Name, "recipe_version": r.Version, "method": r.Method, "path": r.Path,
+				"composed_of": r.Steps, "success_status": r.SuccessStatus})
 		}
 		h.recMu.RUnlock()
+		for _, p := range h.cfg.Policies.Passthroughs {
+			pats = append(pats, map[string]any{"recipe_name": nil, "recipe_version": nil, "method": p.Method, "path": p.Path,
+				"composed_of": []string{p.Primitive}, "success_status": p.SuccessStatus})
+		}
 		return h.success(c, 200, map[string]any{"patterns": pats}, "A", nil)
 	case "/contracts":
 		if c.agent == nil {

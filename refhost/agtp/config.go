@@ -33,6 +33,8 @@ type Policies struct {
 	RCNS         RCNS          `toml:"rcns" json:"rcns"`
 	Recipes      []Recipe      `toml:"recipes" json:"recipes,omitempty"`
 	Passthroughs []Passthrough `toml:"passthroughs" json:"passthroughs,omitempty"`
+	// Propose is the operator's policy for explicit PROPOSE negotiation.
+	Propose Propose `toml:"propose" json:"propose"`
 	// IdempotencyTTLSeconds is how long a cached response is replayed
 	// (default 86400).
 	IdempotencyTTLSeconds int `toml:"idempotency_ttl_seconds" json:"idempotency_ttl_seconds,omitempty"`
@@ -50,6 +52,51 @@ type RCNS struct {
 	RateLimitPerMinute int    `toml:"rate_limit_per_minute" json:"rate_limit_per_minute,omitempty"` // default 10
 	ContractTTLSeconds int    `toml:"contract_ttl_seconds" json:"contract_ttl_seconds,omitempty"`   // default 3600
 	OnPolicyChange     string `toml:"on_policy_change" json:"on_policy_change,omitempty"`           // grandfather (default) | invalidate
+}
+
+// Propose is the PROPOSE policy: the last evaluation step (policy
+// acceptance) and what happens to persistence requests. Pairs are written
+// "METHOD /path" where a {x} segment of the path matches any one segment of
+// the proposed path.
+type Propose struct {
+	// AllowPersistent honours persistent: true (the endpoint joins the
+	// regular catalog); otherwise the request is refused and the synthesis
+	// stays session-scoped.
+	AllowPersistent bool `toml:"allow_persistent" json:"allow_persistent,omitempty"`
+	// Refused pairs are answered 463 policy-refused.
+	Refused []string `toml:"refused" json:"refused,omitempty"`
+	// Review pairs pass every automatic check and then wait for an operator
+	// decision (CONFIRM target_id=<proposal_id>): PROPOSE answers 261 and
+	// the agent polls QUERY /proposals/{proposal_id}.
+	Review []string `toml:"review" json:"review,omitempty"`
+	// ReviewTimeoutSeconds refuses (463 policy-refused) a proposal left
+	// undecided this long (default 86400).
+	ReviewTimeoutSeconds int `toml:"review_timeout_seconds" json:"review_timeout_seconds,omitempty"`
+}
+
+// pairRule is a parsed "METHOD /path" policy entry.
+type pairRule struct{ method, path string }
+
+func parsePairRules(field string, catalog map[string]bool, in []string) ([]pairRule, error) {
+	var out []pairRule
+	for _, s := range in {
+		m, p, ok := strings.Cut(strings.TrimSpace(s), " ")
+		p = strings.TrimSpace(p)
+		if !ok || !catalog[m] || !pathRe.MatchString(p) {
+			return nil, fmt.Errorf("agtp config: policies.propose.%s entry %q is not \"METHOD /path\" with a catalog method", field, s)
+		}
+		out = append(out, pairRule{m, p})
+	}
+	return out, nil
+}
+
+func matchRules(rules []pairRule, method, path string) bool {
+	for _, r := range rules {
+		if r.method == method && pathMatches(r.path, path) {
+			return true
+		}
+	}
+	return false
 }
 
 // Agent is an identity document the host resolves an Agent-ID to.
@@ -179,12 +226,21 @@ func (c Config) normalized() (Config, error) {
 	if n.Policies.TombstoneSeconds <= 0 {
 		n.Policies.TombstoneSeconds = 86400
 	}
+	if n.Policies.Propose.ReviewTimeoutSeconds <= 0 {
+		n.Policies.Propose.ReviewTimeoutSeconds = 86400
+	}
 	for _, m := range n.Policies.Methods {
 		if !methodRe.MatchString(m) {
 			return c, fmt.Errorf("agtp config: policies.methods entry %q is not 3-32 upper-case letters", m)
 		}
 	}
 	catalog := n.catalog()
+	if _, err := parsePairRules("refused", catalog, n.Policies.Propose.Refused); err != nil {
+		return c, err
+	}
+	if _, err := parsePairRules("review", catalog, n.Policies.Propose.Review); err != nil {
+		return c, err
+	}
 
 	n.Agents = append([]Agent(nil), c.Agents...)
 	seen := map[string]bool{}

@@ -31,6 +31,8 @@ type Host struct {
 	eps     map[string]Endpoint // "METHOD /path"
 	byPath  map[string][]string // path -> methods exposed there
 	catalog map[string]bool
+	refused []pairRule // policies.propose.refused
+	review  []pairRule // policies.propose.review
 
 	recMu   sync.RWMutex
 	recipes []Recipe // current policy; the seams may edit it
@@ -63,6 +65,8 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		agents: map[string]*Agent{}, prims: map[string]Primitive{}, eps: map[string]Endpoint{},
 		byPath: map[string][]string{}, catalog: n.catalog(), recipes: n.Policies.Recipes,
 		rl: newRateLimiter(n.Policies.RCNS.RateLimitPerMinute), stop: make(chan struct{}), done: make(chan struct{})}
+	h.refused, _ = parsePairRules("refused", h.catalog, n.Policies.Propose.Refused)
+	h.review, _ = parsePairRules("review", h.catalog, n.Policies.Propose.Review)
 	for i := range n.Agents {
 		h.agents[n.Agents[i].AgentID] = &n.Agents[i]
 	}
@@ -77,6 +81,12 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		h.log.Info("agtp: RCNS enabled", "mode", n.Policies.RCNS.Mode, "min_trust_tier", n.Policies.RCNS.MinTrustTier,
 			"rate_limit_per_minute", n.Policies.RCNS.RateLimitPerMinute)
 	}
+	// No AGTP session of an earlier process is alive: its session-scoped
+	// syntheses end now.
+	if err := h.endSession(context.Background(), ""); err != nil {
+		db.Close()
+		return nil, err
+	}
 	go h.janitor()
 	return h, nil
 }
@@ -89,7 +99,10 @@ func (h *Host) ServeAGTP(l net.Listener) error {
 		h.srvMu.Unlock()
 		return wire.ErrServerClosed
 	}
-	s := wire.NewServer(handler{h}, wire.ServerOptions{Logger: h.log, ServerID: h.cfg.ServerID})
+	// A session lives on one connection; connection ids are unique per
+	// server, so each server gets a prefix of its own.
+	x := handler{h: h, prefix: "srv_" + uuid.NewString() + "/"}
+	s := wire.NewServer(x, wire.ServerOptions{Logger: h.log, ServerID: h.cfg.ServerID, ConnClosed: x.closed})
 	h.servers = append(h.servers, s)
 	h.srvMu.Unlock()
 	return s.Serve(l)
@@ -132,6 +145,9 @@ func (h *Host) janitor() {
 			if err := h.expireDue(context.Background()); err != nil {
 				h.log.Error("agtp: TTL janitor", "err", err)
 			}
+			if err := h.expireReviews(context.Background()); err != nil {
+				h.log.Error("agtp: review janitor", "err", err)
+			}
 		}
 	}
 }
@@ -169,16 +185,27 @@ func (h *Host) expireDue(ctx context.Context) error {
 	return tx.Commit()
 }
 
-type handler struct{ h *Host }
+type handler struct {
+	h      *Host
+	prefix string
+}
 
 func (x handler) ServeAGTP(ctx context.Context, ci wire.ConnInfo, req *wire.Request) *wire.Response {
-	return x.h.serve(ctx, ci, req)
+	return x.h.serve(ctx, x.prefix+ci.ID, ci, req)
+}
+
+// closed ends the AGTP session that lived on the connection.
+func (x handler) closed(ci wire.ConnInfo) {
+	if err := x.h.endSession(context.Background(), x.prefix+ci.ID); err != nil {
+		x.h.log.Error("agtp: ending a session", "err", err)
+	}
 }
 
 // call is one request in flight.
 type call struct {
 	req        *wire.Request
 	conn       wire.ConnInfo
+	session    string // the AGTP session (connection) the request arrived on
 	agent      *Agent // nil: anonymous
 	auth       authority
 	params     map[string]any
@@ -187,8 +214,8 @@ type call struct {
 	now        time.Time
 }
 
-func (h *Host) serve(ctx context.Context, ci wire.ConnInfo, req *wire.Request) (resp *wire.Response) {
-	c := &call{req: req, conn: ci, now: h.now(), responseID: "rsp_" + uuid.NewString(), taskID: req.Header.Get("Task-ID")}
+func (h *Host) serve(ctx context.Context, session string, ci wire.ConnInfo, req *wire.Request) (resp *wire.Response) {
+	c := &call{req: req, conn: ci, session: session, now: h.now(), responseID: "rsp_" + uuid.NewString(), taskID: req.Header.Get("Task-ID")}
 	defer func() {
 		if r := recover(); r != nil {
 			h.log.Error("agtp: handler panic", "panic", r, "method", req.Method, "path", req.Path)
@@ -309,13 +336,23 @@ func (h *Host) dispatch(ctx context.Context, c *call) *wire.Response {
 	if e, ok := h.eps[m+" "+p]; ok {
 		return h.runEndpoint(ctx, c, e)
 	}
+	// Endpoints a honoured persistent PROPOSE added to the catalog.
+	if k, err := h.persistedFor(ctx, m, p); err != nil {
+		return h.internal(err)
+	} else if k != nil {
+		return h.runPersisted(ctx, c, k)
+	}
 	// Tier C resolver, scoped by Agent-ID: the caller's own live contract
 	// for this pair serves it without a new gate evaluation.
-	if own, err := listContracts(ctx, h.db, `WHERE agent_id = ? AND method = ? AND path = ? AND state = 'active' AND expires_at > ? ORDER BY created_at DESC LIMIT 1`,
-		c.agent.AgentID, m, p, c.now.UnixNano()); err != nil {
+	own, err := listContracts(ctx, h.db, `WHERE agent_id = ? AND method = ? AND state = 'active' AND expires_at > ? ORDER BY created_at DESC`,
+		c.agent.AgentID, m, c.now.UnixNano())
+	if err != nil {
 		return h.internal(err)
-	} else if len(own) == 1 {
-		return h.invokeContract(ctx, c, own[0].ID)
+	}
+	for _, k := range own {
+		if contractServes(k, m, p) {
+			return h.invokeContract(ctx, c, k.ID)
+		}
 	}
 	return h.gate(ctx, c)
 }
@@ -384,6 +421,29 @@ func (h *Host) scopeRefusal(token string, obtainable bool) *wire.Response {
 // success builds the response envelope and the Attribution-Record; ext holds
 // the contract extension fields (nil on Tier A/B, where they are omitted).
 func (h *Host) success(c *call, status int, result any, tier string, ext map[string]any) *wire.Response {
+	att := h.attributionFor(c, status, tier, ext)
+	jws, audit := attributionJWS(att)
+	body := map[string]any{"status": status, "result": result, "attribution": att}
+	if c.taskID != "" {
+		body["task_id"] = c.taskID
+	}
+	r := jsonResponse(status, body)
+	r.Header.Set("Attribution-Record", jws)
+	r.Header.Set("Audit-ID", audit)
+	return r
+}
+
+// attribute adds the Attribution-Record (and Audit-ID) of a success whose
+// body is not the response envelope (a 263).
+func (h *Host) attribute(c *call, r *wire.Response) {
+	jws, audit := attributionJWS(h.attributionFor(c, r.Status, "A", nil))
+	r.Header.Set("Attribution-Record", jws)
+	r.Header.Set("Audit-ID", audit)
+}
+
+// attributionFor is the Attribution-Record payload of a success; ext holds
+// the contract extension fields (nil on Tier A/B, where they are omitted).
+func (h *Host) attributionFor(c *call, status int, tier string, ext map[string]any) map[string]any {
 	att := map[string]any{
 		"iss": h.cfg.ServerID, "server_id": h.cfg.ServerID, "method": c.req.Method, "path": c.req.Path,
 		"status": status, "response_id": c.responseID, "tier": tier,
@@ -401,15 +461,7 @@ func (h *Host) success(c *call, status int, result any, tier string, ext map[str
 	for k, v := range ext {
 		att[k] = v
 	}
-	jws, audit := attributionJWS(att)
-	body := map[string]any{"status": status, "result": result, "attribution": att}
-	if c.taskID != "" {
-		body["task_id"] = c.taskID
-	}
-	r := jsonResponse(status, body)
-	r.Header.Set("Attribution-Record", jws)
-	r.Header.Set("Audit-ID", audit)
-	return r
+	return att
 }
 
 // finish adds the headers every response carries.

@@ -202,7 +202,7 @@ func contractView(k *contract) map[string]any {
 	v := map[string]any{"synthesis_id": k.ID, "agent_id": k.AgentID, "method": k.Method, "path": k.Path,
 		"state": k.State, "negotiation_origin": k.Origin, "endpoint": k.Endpoint, "recipe_lineage": lineageOf(k),
 		"contract_hash": k.Hash, "created_at": k.CreatedAt.Format(time.RFC3339Nano),
-		"expires_at": k.ExpiresAt.Format(time.RFC3339Nano)}
+		"expires_at": expiresView(k), "persistent": k.Persistent}
 	if k.ReleasedAt.Valid {
 		v["released_at"] = time.Unix(0, k.ReleasedAt.Int64).UTC().Format(time.RFC3339Nano)
 		v["release_reason"] = k.ReleaseReason.String
@@ -243,7 +243,7 @@ func (h *Host) invokeContract(ctx context.Context, c *call, sid string) *wire.Re
 		}
 		return h.refuse(464, "contract-revoked", "this contract expired", map[string]any{"state": stateExpired})
 	}
-	if k.Method != c.req.Method || k.Path != c.req.Path {
+	if !contractServes(k, c.req.Method, c.req.Path) {
 		return h.refuse(404, "contract-pair-mismatch", fmt.Sprintf("this contract serves %s %s", k.Method, k.Path), nil)
 	}
 	if tok, obt, ok := c.auth.lack(k.Scopes); !ok {

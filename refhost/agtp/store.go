@@ -41,7 +41,9 @@ CREATE TABLE IF NOT EXISTS contracts (
 	created_at     INTEGER NOT NULL,
 	expires_at     INTEGER NOT NULL,
 	released_at    INTEGER,
-	release_reason TEXT
+	release_reason TEXT,
+	session_key    TEXT,
+	persistent     INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS contracts_agent_pair ON contracts(agent_id, method, path, state);
 CREATE TABLE IF NOT EXISTS lifecycle_events (
@@ -62,6 +64,22 @@ CREATE TABLE IF NOT EXISTS rcns_attempts (
 	synthesis_id TEXT,
 	at         INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS proposals (
+	proposal_id  TEXT PRIMARY KEY,
+	agent_id     TEXT NOT NULL,
+	session_key  TEXT,
+	method       TEXT NOT NULL,
+	path         TEXT NOT NULL,
+	proposal     TEXT NOT NULL,
+	authority    TEXT NOT NULL,
+	state        TEXT NOT NULL,
+	status       INTEGER NOT NULL,
+	response     TEXT,
+	decided_by   TEXT,
+	created_at   INTEGER NOT NULL,
+	decided_at   INTEGER
+);
+CREATE INDEX IF NOT EXISTS proposals_state ON proposals(state, created_at);
 CREATE TABLE IF NOT EXISTS idempotency (
 	agent_id    TEXT NOT NULL,
 	key         TEXT NOT NULL,
@@ -103,7 +121,45 @@ func openDB(dir string) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("agtp: schema: %w", err)
 	}
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("agtp: schema migration: %w", err)
+	}
 	return db, nil
+}
+
+// migrate adds the columns later versions introduced to a store an earlier
+// version created.
+func migrate(db *sql.DB) error {
+	have := map[string]bool{}
+	rows, err := db.Query(`SELECT name FROM pragma_table_info('contracts')`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			rows.Close()
+			return err
+		}
+		have[n] = true
+	}
+	rows.Close()
+	for _, col := range []struct{ name, def string }{
+		{"session_key", "TEXT"},
+		{"persistent", "INTEGER NOT NULL DEFAULT 0"},
+	} {
+		if !have[col.name] {
+			if _, err := db.Exec(`ALTER TABLE contracts ADD COLUMN ` + col.name + ` ` + col.def); err != nil {
+				return err
+			}
+		}
+	}
+	// Every connection close looks up its session's syntheses.
+	_, err = db.Exec(`CREATE INDEX IF NOT EXISTS contracts_session ON contracts(session_key) WHERE session_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS proposals_session ON proposals(session_key, state) WHERE session_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS contracts_persistent ON contracts(method) WHERE persistent = 1`)
+	return err
 }
 
 type contract struct {
@@ -123,9 +179,15 @@ type contract struct {
 	ExpiresAt     time.Time
 	ReleasedAt    sql.NullInt64
 	ReleaseReason sql.NullString
+	// SessionKey binds a session-scoped (PROPOSE) synthesis to the AGTP
+	// session that proposed it; it is released when that session ends.
+	SessionKey sql.NullString
+	// Persistent marks a synthesis the server took into its regular
+	// endpoint catalog (PROPOSE persistent: true, honoured).
+	Persistent bool
 }
 
-const contractCols = `synthesis_id, agent_id, method, path, state, origin, recipe_name, recipe_version, endpoint, steps, scopes, contract_hash, success_status, created_at, expires_at, released_at, release_reason`
+const contractCols = `synthesis_id, agent_id, method, path, state, origin, recipe_name, recipe_version, endpoint, steps, scopes, contract_hash, success_status, created_at, expires_at, released_at, release_reason, session_key, persistent`
 
 type querier interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
@@ -140,7 +202,7 @@ func scanContract(s scanner) (*contract, error) {
 	var ep, steps, scopes string
 	var created, expires int64
 	if err := s.Scan(&c.ID, &c.AgentID, &c.Method, &c.Path, &c.State, &c.Origin, &c.RecipeName, &c.RecipeVersion,
-		&ep, &steps, &scopes, &c.Hash, &c.SuccessStatus, &created, &expires, &c.ReleasedAt, &c.ReleaseReason); err != nil {
+		&ep, &steps, &scopes, &c.Hash, &c.SuccessStatus, &created, &expires, &c.ReleasedAt, &c.ReleaseReason, &c.SessionKey, &c.Persistent); err != nil {
 		return nil, err
 	}
 	c.Endpoint = json.RawMessage(ep)
@@ -165,9 +227,9 @@ func getContract(ctx context.Context, q querier, id string) (*contract, error) {
 func insertContract(ctx context.Context, q querier, c *contract) error {
 	steps, _ := json.Marshal(c.Steps)
 	scopes, _ := json.Marshal(c.Scopes)
-	_, err := q.ExecContext(ctx, `INSERT INTO contracts (`+contractCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err := q.ExecContext(ctx, `INSERT INTO contracts (`+contractCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		c.ID, c.AgentID, c.Method, c.Path, c.State, c.Origin, c.RecipeName, c.RecipeVersion, string(c.Endpoint),
-		string(steps), string(scopes), c.Hash, c.SuccessStatus, c.CreatedAt.UnixNano(), c.ExpiresAt.UnixNano(), c.ReleasedAt, c.ReleaseReason)
+		string(steps), string(scopes), c.Hash, c.SuccessStatus, c.CreatedAt.UnixNano(), c.ExpiresAt.UnixNano(), c.ReleasedAt, c.ReleaseReason, c.SessionKey, c.Persistent)
 	return err
 }
 

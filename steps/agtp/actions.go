@@ -83,7 +83,7 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	}
 	r := &steps.Response{Method: method, URL: target, Status: resp.Status, Header: http.Header(resp.Header), Body: resp.Body}
 	w.Last = r
-	s.observe(r)
+	s.observeAs(agentName, r)
 	if o.idemKey != "" {
 		k := agentName + "\x00" + o.idemKey
 		if _, ok := s.firstByKey[k]; !ok {
@@ -104,13 +104,15 @@ func defaultParams(target string, salt string) map[string]any {
 	return p
 }
 
-// observe remembers the contract a response names: a 461 preview's
-// synthesis_id (and its contract_hash), or the Contract-Synthesized of a
-// success.
-func (s *state) observe(r *steps.Response) {
+// observeAs remembers what a response to agentName names: a 461 preview's
+// synthesis_id (and its contract_hash), the Contract-Synthesized of a
+// success, the RCNS-Attempt-Id of an evaluation, a 261's proposal_id and a
+// 263's synthesis_id (session-bound unless the 263 says persistent).
+func (s *state) observeAs(agentName string, r *steps.Response) {
 	doc, _ := r.JSON()
 	if r.Status == 461 && doc != nil {
 		if sid, _ := field(doc, "synthesis_id").(string); sid != "" {
+			s.noteIssued(sid)
 			s.current = sid
 			if h, _ := field(doc, "contract_hash").(string); h != "" {
 				s.previewHash[sid] = h
@@ -119,8 +121,35 @@ func (s *state) observe(r *steps.Response) {
 	}
 	if r.Status >= 200 && r.Status < 300 {
 		if sid := r.Header.Get("Contract-Synthesized"); sid != "" {
+			s.noteIssued(sid)
 			s.current = sid
 		}
+	}
+	if id := r.Header.Get("RCNS-Attempt-Id"); id != "" {
+		s.lastAttempt = id
+	}
+	if r.Method != "PROPOSE" && r.Method != "QUERY" {
+		return
+	}
+	if r.Status == 261 && doc != nil {
+		if id, _ := field(doc, "proposal_id").(string); id != "" {
+			s.proposal = id
+		}
+	}
+	if r.Status == 263 && doc != nil {
+		if sid, _ := field(doc, "synthesis_id").(string); sid != "" {
+			s.current = sid
+			if p, _ := field(doc, "persistent").(bool); !p {
+				s.sessionBound = append(s.sessionBound, sessionBound{agent: agentName, sid: sid})
+			}
+		}
+	}
+}
+
+// noteIssued records when the suite first saw a contract issued.
+func (s *state) noteIssued(sid string) {
+	if _, ok := s.issued[sid]; !ok {
+		s.issued[sid] = time.Now()
 	}
 }
 
@@ -309,9 +338,21 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err = floor(ctx, who, "INSPECT", "/", map[string]any{"target": "lifecycle", "agent_id": a.id})
 		return err
 	})
-	sc.Step(`^(\d+) seconds pass$`, func(ctx context.Context, n int) error {
+	sc.Step(`^the contract's TTL has passed$`, func(ctx context.Context) error {
+		// Waits until contract_ttl_seconds (as the scenario configured it)
+		// after the suite first saw the contract issued, plus 500 ms: a
+		// host's expiry can only be earlier than that.
+		s := st(ctx)
+		ttl, err := strconv.Atoi(s.knobs["contract_ttl_seconds"])
+		if err != nil || ttl <= 0 {
+			return fmt.Errorf("scenario error: the scenario sets no contract_ttl_seconds")
+		}
+		at, ok := s.issued[s.current]
+		if !ok {
+			return fmt.Errorf("scenario error: no contract has been issued yet")
+		}
 		select {
-		case <-time.After(time.Duration(n) * time.Second):
+		case <-time.After(time.Until(at.Add(time.Duration(ttl)*time.Second + 500*time.Millisecond))):
 			return nil
 		case <-ctx.Done():
 			return ctx.Err()

@@ -50,6 +50,7 @@ func Register(sc *godog.ScenarioContext) {
 	registerHost(sc)
 	registerActions(sc)
 	registerAssertions(sc)
+	registerPropose(sc)
 }
 
 type agent struct {
@@ -64,6 +65,7 @@ type state struct {
 	salt      string
 	transport string
 	knobs     map[string]string // [policies.rcns] knob -> TOML literal
+	propKnobs map[string]string // [policies.propose] knob -> TOML literal
 	agents    map[string]*agent
 	order     []string
 	places    map[string]string // {room}, {room2}, {slot} -> this scenario's value
@@ -77,15 +79,24 @@ type state struct {
 	batch       []*steps.Response // the responses of the last repeated send
 	firstByKey  map[string]*steps.Response
 	sweep       *steps.Response
+
+	issued       map[string]time.Time // synthesis_id -> when the suite first saw it issued
+	proposal     string               // the last proposal_id a 261 named
+	lastAttempt  string               // the last RCNS-Attempt-Id seen
+	sessionBound []sessionBound       // syntheses of the current session not said to be persistent
 }
+
+// sessionBound is a synthesis an agent obtained by PROPOSE in the current
+// session and that its 263 did not call persistent.
+type sessionBound struct{ agent, sid string }
 
 func st(ctx context.Context) *state {
 	return steps.From(ctx).State(family, func() any {
 		salt := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
-		s := &state{salt: salt, knobs: map[string]string{}, agents: map[string]*agent{},
-			named: map[string]string{}, previewHash: map[string]string{}, attempts: map[string]bool{},
+		s := &state{salt: salt, knobs: map[string]string{}, propKnobs: map[string]string{}, agents: map[string]*agent{},
+			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
 			firstByKey: map[string]*steps.Response{}, places: map[string]string{}}
-		for _, p := range []string{"room", "room2", "slot"} {
+		for _, p := range []string{"room", "room2", "slot", "suite", "desk"} {
 			s.places[p] = p + "-" + salt
 		}
 		// The suite's reader: reads room records through the Tier A
@@ -113,7 +124,7 @@ func (s *state) agent(name string) (*agent, error) {
 	return a, nil
 }
 
-// expand replaces {room}, {room2}, {slot} with the scenario's own values and
+// expand replaces {room}, {room2}, {slot}, {suite}, {desk} with the scenario's own values and
 // {fresh} with a new one each time.
 func (s *state) expand(target string) string {
 	for k, v := range s.places {
@@ -127,9 +138,21 @@ func (s *state) expand(target string) string {
 
 // fixture is the suite's reference policy beyond the knobs and agents:
 // recipe room-booking v1 composes rooms.put and bookings.count for BOOK
-// /room/{id} and answers 201; a passthrough serves SCHEDULE /slot/{id};
-// FETCH /room and LIST /rooms are Tier A, QUOTE /quote is Tier B.
+// /room/{id} and answers 201; recipe suite-booking v1 composes suites.put
+// for BOOK /suite/{id} (a pair the operator reviews before a PROPOSE is
+// approved); a passthrough serves SCHEDULE /slot/{id} (which the PROPOSE
+// policy refuses, as it refuses RESERVE /desk/{id}); PENCIL is a custom
+// method of policies.methods that nothing composes; FETCH /room and LIST
+// /rooms are Tier A, QUOTE /quote is Tier B.
 const fixture = `
+[[policies.recipes]]
+name = "suite-booking"
+version = "1"
+method = "BOOK"
+path = "/suite/{id}"
+steps = ["suites.put"]
+success_status = 201
+
 [[policies.recipes]]
 name = "room-booking"
 version = "1"
@@ -180,6 +203,12 @@ collection = "slots"
 scopes = ["rooms:write"]
 
 [[primitives]]
+name = "suites.put"
+kind = "record.put"
+collection = "suites"
+scopes = ["rooms:write"]
+
+[[primitives]]
 name = "quotes.echo"
 kind = "echo"
 
@@ -205,15 +234,10 @@ primitive = "quotes.echo"
 // toml renders the host's configuration document.
 func (s *state) toml() string {
 	var b strings.Builder
-	b.WriteString("server_id = \"parley-agtp-under-test\"\n\n[policies.rcns]\n")
-	keys := make([]string, 0, len(s.knobs))
-	for k := range s.knobs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(&b, "%s = %s\n", k, s.knobs[k])
-	}
+	b.WriteString("server_id = \"parley-agtp-under-test\"\n\n[policies]\nmethods = [\"PENCIL\"]\n\n[policies.rcns]\n")
+	writeKnobs(&b, s.knobs)
+	b.WriteString("\n[policies.propose]\nrefused = [\"SCHEDULE /slot/{id}\", \"RESERVE /desk/{id}\"]\nreview = [\"BOOK /suite/{id}\"]\n")
+	writeKnobs(&b, s.propKnobs)
 	b.WriteString(fixture)
 	for _, n := range s.order {
 		a := s.agents[n]
@@ -225,6 +249,17 @@ func (s *state) toml() string {
 			a.id, a.name, a.tier, strings.Join(q, ", "))
 	}
 	return b.String()
+}
+
+func writeKnobs(b *strings.Builder, knobs map[string]string) {
+	keys := make([]string, 0, len(knobs))
+	for k := range knobs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(b, "%s = %s\n", k, knobs[k])
+	}
 }
 
 // reconfigure re-renders the host section after a Given step.
@@ -256,6 +291,10 @@ func registerHost(sc *godog.ScenarioContext) {
 	})
 	sc.Step(`^its \[policies\.rcns\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
 		st(ctx).knobs[knob] = literal
+		return reconfigure(ctx)
+	})
+	sc.Step(`^its \[policies\.propose\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
+		st(ctx).propKnobs[knob] = literal
 		return reconfigure(ctx)
 	})
 	sc.Step(`^its \[policies\.rcns\] leaves ([a-z_]+) unset$`, func(ctx context.Context, knob string) error {
