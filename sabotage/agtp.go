@@ -582,17 +582,7 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:     "agtp.rcns.sweep.unchanged-kept",
 		Broken: "invalidate evicts every contract, drifted or not",
-		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if !isFloor(x, "REVOKE", "stale-contracts") || r.Status != 200 || x.Params()["mode"] != "invalidate" {
-				return
-			}
-			editSweep(r, func(e map[string]any) {
-				if e["disposition"] == "unchanged" {
-					revokeAs(x, e["synthesis_id"].(string))
-					e["disposition"] = "evicted"
-				}
-			})
-		},
+		AGTP:   evictToo("unchanged"),
 	},
 	{
 		ID:     "agtp.rcns.sweep.invalidate-evicts-404",
@@ -632,17 +622,7 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:     "agtp.rcns.sweep.passthrough-skipped",
 		Broken: "invalidate evicts passthrough contracts too",
-		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if !isFloor(x, "REVOKE", "stale-contracts") || r.Status != 200 || x.Params()["mode"] != "invalidate" {
-				return
-			}
-			editSweep(r, func(e map[string]any) {
-				if e["disposition"] == "skipped" {
-					revokeAs(x, e["synthesis_id"].(string))
-					e["disposition"] = "evicted"
-				}
-			})
-		},
+		AGTP:   evictToo("skipped"),
 	},
 	{
 		ID:     "agtp.rcns.sweep.removed-recipe-null",
@@ -889,4 +869,20 @@ var agtpRCNSRules = []Rule{
 			})
 		},
 	},
+}
+
+// evictToo makes an invalidating sweep also evict, and report evicted, the
+// contracts it would have left with the given disposition.
+func evictToo(disposition string) func(x *AGTPExchange, r *agtp.Response) {
+	return func(x *AGTPExchange, r *agtp.Response) {
+		if !isFloor(x, "REVOKE", "stale-contracts") || r.Status != 200 || x.Params()["mode"] != "invalidate" {
+			return
+		}
+		editSweep(r, func(e map[string]any) {
+			if e["disposition"] == disposition {
+				revokeAs(x, e["synthesis_id"].(string))
+				e["disposition"] = "evicted"
+			}
+		})
+	}
 }
