@@ -16,7 +16,7 @@ import (
 )
 
 func newRefhostCmd() *cobra.Command {
-	var data, listen string
+	var data, listen, agtpListen string
 	c := &cobra.Command{
 		Use:   "refhost CONFIG.json",
 		Short: "Run the bundled reference host with a configuration document",
@@ -40,10 +40,11 @@ certifies the reference host as an external host would be.`,
 				return usage("%s does not satisfy schemas/host-config.json: %v", args[0], err)
 			}
 			h, err := refhost.Start(refhost.Options{
-				Config:  b,
-				DataDir: data,
-				Listen:  listen,
-				Logger:  slog.New(slog.NewTextHandler(os.Stderr, nil)),
+				Config:     b,
+				DataDir:    data,
+				Listen:     listen,
+				AGTPListen: agtpListen,
+				Logger:     slog.New(slog.NewTextHandler(os.Stderr, nil)),
 			})
 			if err != nil {
 				return usage("%v", err)
@@ -58,6 +59,7 @@ certifies the reference host as an external host would be.`,
 	}
 	c.Flags().StringVar(&data, "data", "", "directory for durable state (default: a temporary directory removed at exit)")
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "HTTP listen address")
+	c.Flags().StringVar(&agtpListen, "agtp-listen", "127.0.0.1:0", "AGTP/1.0 listen address (used when the configuration has an agtp section; plaintext is served only to loopback peers)")
 	return c
 }
 

@@ -7,4 +7,6 @@ COPY parley /parley
 # The refhost keeps its state in a temporary directory; scratch has no /tmp.
 WORKDIR /tmp
 EXPOSE 8080 4480
-ENTRYPOINT ["/parley", "refhost", "--listen", "0.0.0.0:8080"]
+# AGTP from outside the container arrives from a non-loopback address, so
+# only its TLS rows can pass there: plaintext is served to loopback peers only.
+ENTRYPOINT ["/parley", "refhost", "--listen", "0.0.0.0:8080", "--agtp-listen", "0.0.0.0:4480"]
