@@ -48,6 +48,7 @@ type World struct {
 	assertions int
 	override   *Outcome
 	vars       map[string]string
+	callsBack  bool
 	sections   map[string]map[string]any
 	state      map[string]any
 	seams      bool
@@ -176,6 +177,23 @@ func (w *World) RequireSeams() error {
 	return nil
 }
 
+// CallsBack records that the scenario runs a server the host must reach (a
+// fake peer or destination on the suite's loopback). A host in a network
+// namespace of its own cannot, so the scenario is blocked there rather than
+// failed.
+func (w *World) CallsBack() error {
+	w.mu.Lock()
+	w.callsBack = true
+	h := w.current
+	w.mu.Unlock()
+	if h != nil && h.Isolated {
+		return w.Block(isolatedReason)
+	}
+	return nil
+}
+
+const isolatedReason = "the host runs in a network namespace of its own (container target) and cannot reach the fake peers and destinations the suite runs on loopback; certify these requirements with the exec or refhost target"
+
 // Host returns the host the scenario drives, acquiring it from the target on
 // first use. A configuration the target cannot take blocks the scenario
 // instead of failing it.
@@ -216,7 +234,11 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 	}
 	w.mu.Lock()
 	w.current = h
+	callsBack := w.callsBack
 	w.mu.Unlock()
+	if callsBack && h.Isolated {
+		return nil, w.Block(isolatedReason)
+	}
 	return h, nil
 }
 

@@ -112,3 +112,37 @@ func TestAConfigurationOutsideTheSchemaIsASuiteFault(t *testing.T) {
 		t.Fatalf("want a suite fault naming the schema, got %v", err)
 	}
 }
+
+// isolatedTarget hands out a host in a network namespace of its own.
+type isolatedTarget struct{ target.URL }
+
+func (t *isolatedTarget) Acquire(ctx context.Context, cfg target.Config) (*target.Host, error) {
+	h, err := t.URL.Acquire(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c := *h
+	c.Isolated = true
+	return &c, nil
+}
+
+func TestACallbackScenarioIsBlockedOnAnIsolatedHost(t *testing.T) {
+	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
+	for _, order := range []string{"callback first", "host first"} {
+		w := NewWorld(&isolatedTarget{target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}})
+		_ = w.Configure("contractrefine", func(map[string]any) {})
+		var err error
+		if order == "callback first" {
+			_ = w.CallsBack()
+			_, err = w.Host(context.Background())
+		} else {
+			if _, err := w.Host(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			err = w.CallsBack()
+		}
+		if o := w.Outcome(); err == nil || o == nil || o.Verdict != Blocked {
+			t.Fatalf("%s: want blocked, got %v / %+v", order, err, o)
+		}
+	}
+}

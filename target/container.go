@@ -76,7 +76,7 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error,
 	// interface; the suite talks to hosts on loopback only, whatever
 	// gateway address testcontainers would guess.
 	const host = "127.0.0.1"
-	h := &Host{Config: cfg}
+	h := &Host{Config: cfg, Isolated: true}
 	if p, err := c.MappedPort(ctx, ContainerHTTPPort); err == nil {
 		h.HTTP = "http://" + net.JoinHostPort(host, p.Port())
 	}

@@ -18,7 +18,11 @@ type Host struct {
 	AGTP string
 	// Config is the configuration the host runs with.
 	Config Config
-	logs   func() []string
+	// Isolated says the host runs in a network namespace of its own (a
+	// container): it cannot reach servers the suite runs on loopback, such
+	// as fake peers and destinations.
+	Isolated bool
+	logs     func() []string
 }
 
 // Logs returns what the host has logged since it started, when the target
@@ -176,7 +180,7 @@ func Wrap(h *Host, httpURL, agtp string, logs func() []string) *Host {
 	if logs == nil {
 		logs = h.logs
 	}
-	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, logs: logs}
+	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, Isolated: h.Isolated, logs: logs}
 }
 
 // WithConfig returns h as though it ran cfg: for a wrapper that started the

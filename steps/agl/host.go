@@ -61,7 +61,10 @@ type destination struct {
 
 type sendRecord struct{ key, operation string }
 
-func startDestination(w *steps.World, idempotent bool) *destination {
+func startDestination(w *steps.World, idempotent bool) (*destination, error) {
+	if err := w.CallsBack(); err != nil {
+		return nil, err
+	}
 	d := &destination{fake: fakemail.New(idempotent)}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && r.URL.Path == "/send" {
@@ -73,7 +76,7 @@ func startDestination(w *steps.World, idempotent bool) *destination {
 	}))
 	d.url = srv.URL
 	w.Cleanup(srv.Close)
-	return d
+	return d, nil
 }
 
 func (d *destination) sends() []sendRecord {
@@ -167,8 +170,13 @@ func (s *state) newHost(ctx context.Context, idempotent bool) error {
 		return fmt.Errorf("scenario error: the AGL host is described twice")
 	}
 	s.keys = keys{operator: random("op_"), authority: random("authz_"), resolver: random("resolver_")}
-	s.mail = startDestination(w, idempotent)
-	s.ledger = startDestination(w, false)
+	var err error
+	if s.mail, err = startDestination(w, idempotent); err != nil {
+		return err
+	}
+	if s.ledger, err = startDestination(w, false); err != nil {
+		return err
+	}
 	s.section = map[string]any{
 		"keys":    map[string]any{"operator_key": s.keys.operator, "authority_key": s.keys.authority, "resolver_key": s.keys.resolver},
 		"email":   map[string]any{"url": s.mail.url, "account": "acme-mail", "honours_idempotency_key": idempotent},
@@ -402,7 +410,9 @@ func registerHost(sc *godog.ScenarioContext) {
 		w.Cleanup(func() { os.RemoveAll(dir) })
 		s.shared = true
 		if other != "" {
-			s.mail2 = startDestination(w, false)
+			if s.mail2, err = startDestination(w, false); err != nil {
+				return err
+			}
 		}
 		if err := w.RequireSeams(); err != nil {
 			return err

@@ -332,6 +332,11 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	if h.AGTP == "" {
 		return nil, w.Block(`the host exposes no AGTP listener (its ready line has no "agtp" address)`)
 	}
+	if s.transport == TransportPlaintext && h.Isolated {
+		// The published port is loopback on this side, but the host sees the
+		// connection arrive from its namespace's gateway, off loopback.
+		return nil, w.Block("plaintext AGTP is for loopback peers only, and a host in a network namespace of its own (container target) is not reached from loopback; certify plaintext rows with the exec or refhost target")
+	}
 	opt := wire.ClientOptions{Timeout: steps.ExchangeTimeout, DialTimeout: 5 * time.Second,
 		Limits: wire.Limits{MaxBodyBytes: steps.MaxBodyBytes}}
 	if s.transport == TransportTLS {

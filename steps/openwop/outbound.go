@@ -38,6 +38,9 @@ func registerOutbound(sc *godog.ScenarioContext) {
 			return fmt.Errorf("scenario error: a fake peer needs at least one version")
 		}
 		w := steps.From(ctx)
+		if err := w.CallsBack(); err != nil {
+			return err
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.peer != nil || s.server != nil {
