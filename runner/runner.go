@@ -43,6 +43,9 @@ type Options struct {
 	Seed int64
 	// Progress receives a line per finished scenario; nil for none.
 	Progress io.Writer
+	// Live redraws one status line on Progress instead (for a terminal);
+	// scenarios that did not pass still get a line of their own.
+	Live bool
 	// CucumberJSON, when set, is the path godog writes its cucumber report to.
 	CucumberJSON string
 }
@@ -212,10 +215,11 @@ func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenario
 	}
 
 	var (
-		mu      sync.Mutex
-		results []ScenarioResult
-		done    int
-		total   = len(selected)
+		mu        sync.Mutex
+		results   []ScenarioResult
+		done      int
+		notPassed int
+		total     = len(selected)
 	)
 	record := func(sc *godog.Scenario, w *steps.World, err error) {
 		var tags []string
@@ -236,7 +240,20 @@ func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenario
 		}
 		results = append(results, r)
 		done++
-		if opt.Progress != nil {
+		if r.Result != steps.ExecutedPass {
+			notPassed++
+		}
+		switch {
+		case opt.Progress == nil:
+		case opt.Live:
+			if r.Result != steps.ExecutedPass {
+				fmt.Fprintf(opt.Progress, "\r\033[K%-13s %s:%d %s\n", r.Result, r.URI, r.Line, r.Name)
+			}
+			fmt.Fprintf(opt.Progress, "\r\033[K[%d/%d] %d not passed · %s", done, total, notPassed, clip(r.Name, 60))
+			if done == total {
+				fmt.Fprintln(opt.Progress)
+			}
+		default:
 			fmt.Fprintf(opt.Progress, "[%*d/%d] %-13s %s:%d %s\n", len(fmt.Sprint(total)), done, total, r.Result, r.URI, r.Line, r.Name)
 		}
 	}
@@ -367,4 +384,11 @@ func rows(reg *scenarios.Registry, results []ScenarioResult, profileSkipped map[
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+func clip(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

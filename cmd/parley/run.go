@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -222,6 +223,9 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 	opt := runner.Options{Target: tgt, Tags: f.tags, Profiles: f.profiles, Concurrency: f.concurrency, Seed: f.seed}
 	if !f.quiet {
 		opt.Progress = stderr
+		if fh, ok := stderr.(*os.File); ok && isatty.IsTerminal(fh.Fd()) {
+			opt.Live = true
+		}
 	}
 	if contains(f.formats, "cucumber") {
 		opt.CucumberJSON = filepath.Join(f.out, "cucumber.json")
