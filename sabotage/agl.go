@@ -27,9 +27,6 @@ func aglPropose(x *Exchange) bool  { return aglIs(x, http.MethodPost, "/proposal
 func aglGetOperation(x *Exchange) bool {
 	return x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/operations/") && !strings.HasSuffix(x.Path, "/reconcile")
 }
-func aglGetResource(x *Exchange) bool {
-	return x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/resources/")
-}
 func aglApprovalRequest(x *Exchange) bool {
 	return (x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/approval-requests/")) ||
 		(x.Method == http.MethodPost && strings.HasPrefix(x.Path, aglAPI+"/proposals/") && strings.HasSuffix(x.Path, "/approval-requests"))

@@ -66,22 +66,6 @@ var implementations = func() map[string]*implementation {
 	return m
 }()
 
-// emailProtocol is the finite state machine of an email draft resource.
-var emailProtocol = struct {
-	States      []string
-	Transitions map[string][]string
-}{
-	States: []string{"Draft", "Proposed", "Authorized", "Denied", "Dispatching", "Sent", "FailedNoEffect", "Unknown"},
-	Transitions: map[string][]string{
-		"Draft":       {"Proposed", "Draft"},
-		"Proposed":    {"Authorized", "Denied", "Draft"},
-		"Authorized":  {"Dispatching", "Draft"},
-		"Denied":      {"Draft"},
-		"Dispatching": {"Sent", "FailedNoEffect", "Unknown"},
-		"Unknown":     {"Sent", "FailedNoEffect"},
-	},
-}
-
 func (h *Host) hImplementations(w http.ResponseWriter, r *http.Request) {
 	out := []map[string]any{}
 	for _, name := range []string{"email.send/v1", "webhook.post/v1"} {

@@ -23,13 +23,12 @@ const SeamPrefix = "/conformance/seams/agtp/"
 
 // options are what a "sends" step adds to the request.
 type options struct {
-	allow     *string // Allow-RCNS value; nil: no header
-	present   string  // Contract-Synthesized
-	claim     *string // Authority-Scope
-	idemKey   string
-	times     int
-	params    map[string]any
-	keepFirst bool
+	allow   *string // Allow-RCNS value; nil: no header
+	present string  // Contract-Synthesized
+	claim   *string // Authority-Scope
+	idemKey string
+	times   int
+	params  map[string]any
 }
 
 // send performs one exchange as agent, records it as the scenario's last
