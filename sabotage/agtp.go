@@ -321,13 +321,7 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:     "agtp.rcns.gate.trust-tier-insufficient",
 		Broken: "a configured min_trust_tier is read as 3, so every tier passes lock 4",
-		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if k := rcnsKnobs(doc); k["min_trust_tier"] != nil {
-					k["min_trust_tier"] = 3
-				}
-			})
-		},
+		Config: overrideKnob("min_trust_tier", 3),
 	},
 	{
 		ID:     "agtp.rcns.gate.closed-lock-no-synthesis",
@@ -560,13 +554,7 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:     "agtp.rcns.release.ttl",
 		Broken: "the configured contract_ttl_seconds is ignored (contracts live an hour)",
-		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if k := rcnsKnobs(doc); k["contract_ttl_seconds"] != nil {
-					k["contract_ttl_seconds"] = 3600
-				}
-			})
-		},
+		Config: overrideKnob("contract_ttl_seconds", 3600),
 	},
 	// Stale contract sweep.
 	{
@@ -741,13 +729,7 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:     "agtp.rcns.rate.default-ten",
 		Broken: "an unset rate_limit_per_minute means 30 a minute",
-		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if k := rcnsKnobs(doc); k["rate_limit_per_minute"] == nil {
-					k["rate_limit_per_minute"] = 30
-				}
-			})
-		},
+		Config: defaultKnob("rate_limit_per_minute", 30),
 	},
 	{
 		ID:     "agtp.rcns.rate.contract-invocations-exempt",
@@ -839,35 +821,17 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:     "agtp.rcns.config.default-disabled",
 		Broken: "RCNS is on unless the operator turns it off",
-		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if k := rcnsKnobs(doc); k["enabled"] == nil {
-					k["enabled"] = true
-				}
-			})
-		},
+		Config: defaultKnob("enabled", true),
 	},
 	{
 		ID:     "agtp.rcns.config.default-confirm-first",
 		Broken: "an unset mode delivers optimistically",
-		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if k := rcnsKnobs(doc); k["mode"] == nil {
-					k["mode"] = "optimistic"
-				}
-			})
-		},
+		Config: defaultKnob("mode", "optimistic"),
 	},
 	{
 		ID:     "agtp.rcns.config.default-min-tier-1",
 		Broken: "an unset min_trust_tier admits tier 2",
-		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if k := rcnsKnobs(doc); k["min_trust_tier"] == nil {
-					k["min_trust_tier"] = 2
-				}
-			})
-		},
+		Config: defaultKnob("min_trust_tier", 2),
 	},
 }
 
@@ -882,6 +846,30 @@ func evictToo(disposition string) func(x *AGTPExchange, r *agtp.Response) {
 			if e["disposition"] == disposition {
 				revokeAs(x, e["synthesis_id"].(string))
 				e["disposition"] = "evicted"
+			}
+		})
+	}
+}
+
+// overrideKnob makes the host read a [policies.rcns] knob the scenario set as
+// v instead.
+func overrideKnob(name string, v any) func(map[string]map[string]any) {
+	return func(c map[string]map[string]any) {
+		editTOML(c, func(doc map[string]any) {
+			if k := rcnsKnobs(doc); k[name] != nil {
+				k[name] = v
+			}
+		})
+	}
+}
+
+// defaultKnob gives a [policies.rcns] knob the scenario left unset the wrong
+// default v.
+func defaultKnob(name string, v any) func(map[string]map[string]any) {
+	return func(c map[string]map[string]any) {
+		editTOML(c, func(doc map[string]any) {
+			if k := rcnsKnobs(doc); k[name] == nil {
+				k[name] = v
 			}
 		})
 	}

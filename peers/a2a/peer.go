@@ -60,11 +60,7 @@ func Start(cfg Config) *Peer {
 	}
 	cfg.Versions = slices.Clone(cfg.Versions)
 	p := &Peer{cfg: cfg}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(p.serve))
-	srv.Config.ReadHeaderTimeout = 5 * time.Second
-	srv.Config.ReadTimeout = 10 * time.Second
-	srv.Start()
-	p.srv = srv
+	p.srv = wire.StartServer(http.HandlerFunc(p.serve))
 	return p
 }
 

@@ -66,11 +66,7 @@ func Start(cfg Config) *Server {
 	}
 	cfg.Versions = slices.Clone(cfg.Versions)
 	s := &Server{cfg: cfg}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
-	srv.Config.ReadHeaderTimeout = 5 * time.Second
-	srv.Config.ReadTimeout = 10 * time.Second
-	srv.Start()
-	s.srv = srv
+	s.srv = wire.StartServer(http.HandlerFunc(s.serve))
 	return s
 }
 

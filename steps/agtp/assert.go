@@ -190,6 +190,25 @@ func last(ctx context.Context) (*steps.World, *state, *steps.Response, error) {
 	return w, s, r, err
 }
 
+// lastAbout is the prelude of a step that reads a named contract out of a
+// 200 answer (a listing, the lifecycle stream): the World, the
+// contract's synthesis_id, the answer and its decoded body.
+func lastAbout(ctx context.Context, ref, what string) (*steps.World, string, *steps.Response, map[string]any, error) {
+	w, s, r, err := last(ctx)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	sid, err := s.contractRef(ref)
+	if err != nil {
+		return nil, "", nil, nil, err
+	}
+	if err := w.Assert(r.Status == 200, "%s: %s", what, r); err != nil {
+		return nil, "", nil, nil, err
+	}
+	doc, _ := r.JSON()
+	return w, sid, r, doc, nil
+}
+
 func registerAssertions(sc *godog.ScenarioContext) {
 	sc.Step(`^the response status is (\d+) with reason ([a-z-]+)$`, func(ctx context.Context, status int, reason string) error {
 		_, err := expectReason(steps.From(ctx), status, reason)
@@ -508,18 +527,10 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		return nil
 	})
 	sc.Step(`^the lifecycle stream has an rcns_release event for `+contractRefs+`(?: with reason "([^"]*)")?(?: and actor "([^"]*)")?$`, func(ctx context.Context, ref, reason, actor string) error {
-		w, s, r, err := last(ctx)
+		w, sid, r, doc, err := lastAbout(ctx, ref, "INSPECT target=lifecycle")
 		if err != nil {
 			return err
 		}
-		sid, err := s.contractRef(ref)
-		if err != nil {
-			return err
-		}
-		if err := w.Assert(r.Status == 200, "INSPECT target=lifecycle: %s", r); err != nil {
-			return err
-		}
-		doc, _ := r.JSON()
 		var seen []string
 		for _, o := range objects(doc) {
 			if o["type"] != "rcns_release" && o["event"] != "rcns_release" {

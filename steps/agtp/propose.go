@@ -375,18 +375,10 @@ func registerPropose(sc *godog.ScenarioContext) {
 		return w.Assert(id == s.proposal, "the 261 names proposal %q, not the one submitted (%q): %s", id, s.proposal, r)
 	})
 	sc.Step(`^the listing (includes|omits) `+contractRefs+`$`, func(ctx context.Context, how, ref string) error {
-		w, s, r, err := last(ctx)
+		w, sid, r, doc, err := lastAbout(ctx, ref, "DISCOVER /contracts")
 		if err != nil {
 			return err
 		}
-		sid, err := s.contractRef(ref)
-		if err != nil {
-			return err
-		}
-		if err := w.Assert(r.Status == 200, "DISCOVER /contracts: %s", r); err != nil {
-			return err
-		}
-		doc, _ := r.JSON()
 		listed := false
 		for _, o := range objects(doc) {
 			if o["synthesis_id"] == sid {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,4 +140,14 @@ func Fetch(hc *http.Client, timeout time.Duration, maxBody int64, req *http.Requ
 		return nil, nil, err
 	}
 	return resp, b, nil
+}
+
+// StartServer serves h on a loopback port with read deadlines, so a host
+// under test that stalls mid-request cannot pin a fake peer forever.
+func StartServer(h http.Handler) *httptest.Server {
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ReadHeaderTimeout = 5 * time.Second
+	srv.Config.ReadTimeout = 10 * time.Second
+	srv.Start()
+	return srv
 }
