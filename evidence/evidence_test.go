@@ -13,8 +13,8 @@ import (
 	"github.com/parley-conformance/parley/evidence"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
-	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 var (
@@ -130,12 +130,12 @@ func TestSignedButFalseContentFails(t *testing.T) {
 			p.RegistryDigest = "sha256:" + strings.Repeat("cd", 32)
 		}, "registry digest"},
 		{"a failure hidden under a pass", func(p *evidence.Predicate) {
-			p.Requirements[0].Scenarios[0].Result = steps.ExecutedFail
+			p.Requirements[0].Scenarios[0].Result = verdict.ExecutedFail
 		}, "worst of its scenarios"},
 		{"inflated assertions", func(p *evidence.Predicate) { p.Requirements[0].Assertions += 7 }, "add up to"},
 		{"a profile certified that failed", func(p *evidence.Predicate) {
-			p.Requirements[0].Result = steps.ExecutedFail
-			p.Requirements[0].Scenarios[0].Result = steps.ExecutedFail
+			p.Requirements[0].Result = verdict.ExecutedFail
+			p.Requirements[0].Scenarios[0].Result = verdict.ExecutedFail
 			p.Totals = evidence.Count(p.Requirements)
 		}, "profilesCertified"},
 	}

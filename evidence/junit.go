@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 type junitSuites struct {
@@ -46,8 +46,8 @@ type junitMessage struct {
 }
 
 // WriteJUnit writes one test case per requirement, named by its id and
-// grouped by family, so CI dashboards show requirement ids. Under strict a
-// blocked requirement is an error; otherwise it is reported skipped.
+// grouped by family, so CI dashboards show requirement ids. A blocked
+// requirement is an error, or skipped when the run allowed blocked.
 func WriteJUnit(w io.Writer, st Statement) error {
 	p := st.Predicate
 	byFamily := map[string]*junitSuite{}
@@ -68,15 +68,21 @@ func WriteJUnit(w io.Writer, st Statement) error {
 			}
 		}
 		c.SystemOut = out.String()
-		msg := &junitMessage{Message: r.Result + ": " + firstLine(r.Detail), Type: r.Result, Body: r.Detail}
+		what := r.Result
+		if r.Cause != "" {
+			what += " (" + r.Cause + ")"
+		}
+		msg := &junitMessage{Message: what + ": " + firstLine(r.Detail), Type: r.Result, Body: r.Detail}
 		switch {
-		case r.Result == steps.ExecutedFail:
+		case r.Result == verdict.ExecutedFail:
 			c.Failure = msg
 			s.Failures++
-		case r.Result == steps.Blocked && p.Strict:
+		case r.Result == verdict.Blocked && !p.AllowBlocked:
+			// Blocked fails certification unless a partial one was asked
+			// for: a dashboard must not show it as neutral.
 			c.Error = msg
 			s.Errors++
-		case r.Result != steps.ExecutedPass:
+		case r.Result != verdict.ExecutedPass:
 			c.Skipped = msg
 			s.Skipped++
 		}

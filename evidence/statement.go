@@ -9,16 +9,17 @@ import (
 	"sort"
 	"time"
 
+	"github.com/parley-conformance/parley/redact"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
-	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // Identifiers of what a bundle contains.
 const (
 	StatementType = "https://in-toto.io/Statement/v1"
-	PredicateType = "https://parley.dev/evidence/v1"
+	PredicateType = "https://parley.dev/evidence/v2"
 	PayloadType   = "application/vnd.in-toto+json"
 	SuiteName     = "parley"
 	SuiteVersion  = "0.1.0"
@@ -40,18 +41,20 @@ type Subject struct {
 
 // Predicate is parley's evidence: schemas/evidence-predicate.json.
 type Predicate struct {
-	Suite             SuiteInfo       `json:"suite"`
-	RegistryDigest    string          `json:"registryDigest"`
-	CorpusDigest      string          `json:"corpusDigest"`
-	Target            TargetInfo      `json:"target"`
-	Seed              int64           `json:"seed"`
-	TagFilter         string          `json:"tagFilter"`
-	Profiles          []string        `json:"profiles"`
-	Strict            bool            `json:"strict"`
+	Suite          SuiteInfo  `json:"suite"`
+	RegistryDigest string     `json:"registryDigest"`
+	CorpusDigest   string     `json:"corpusDigest"`
+	Target         TargetInfo `json:"target"`
+	Seed           int64      `json:"seed"`
+	TagFilter      string     `json:"tagFilter"`
+	Profiles       []string   `json:"profiles"`
+	// AllowBlocked records that the run was asked to accept blocked
+	// requirements (a partial certification): without it, blocked fails.
+	AllowBlocked      bool            `json:"allowBlocked"`
 	StartedAt         time.Time       `json:"startedAt"`
 	FinishedAt        time.Time       `json:"finishedAt"`
 	Signing           SigningInfo     `json:"signing"`
-	Requirements      []runner.Row    `json:"requirements"`
+	Requirements      []verdict.Row   `json:"requirements"`
 	Unwitnessable     []Unwitnessable `json:"unwitnessable"`
 	Totals            Totals          `json:"totals"`
 	ProfilesCertified []string        `json:"profilesCertified"`
@@ -91,34 +94,10 @@ type Unwitnessable struct {
 }
 
 // Totals counts requirement rows by verdict.
-type Totals struct {
-	Requirements int `json:"requirements"`
-	ExecutedPass int `json:"executed-pass"`
-	ExecutedFail int `json:"executed-fail"`
-	Skipped      int `json:"skipped"`
-	Inapplicable int `json:"inapplicable"`
-	Blocked      int `json:"blocked"`
-}
+type Totals = verdict.Totals
 
 // Count tallies rows.
-func Count(rows []runner.Row) Totals {
-	t := Totals{Requirements: len(rows)}
-	for _, r := range rows {
-		switch r.Result {
-		case steps.ExecutedPass:
-			t.ExecutedPass++
-		case steps.ExecutedFail:
-			t.ExecutedFail++
-		case steps.Skipped:
-			t.Skipped++
-		case steps.Inapplicable:
-			t.Inapplicable++
-		case steps.Blocked:
-			t.Blocked++
-		}
-	}
-	return t
-}
+func Count(rows []verdict.Row) Totals { return verdict.Count(rows) }
 
 // Commit returns the VCS revision the running binary was built from.
 func Commit() string {
@@ -133,7 +112,7 @@ func Commit() string {
 }
 
 // Build assembles the statement for a finished run.
-func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result, t target.Target, strict bool, signing SigningInfo) Statement {
+func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result, t target.Target, allowBlocked bool, signing SigningInfo) Statement {
 	subj := t.Subject()
 	p := Predicate{
 		Suite:          SuiteInfo{Name: SuiteName, Version: SuiteVersion, Commit: Commit()},
@@ -143,7 +122,7 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result
 		Seed:           res.Seed,
 		TagFilter:      res.Tags,
 		Profiles:       append([]string{}, res.Profiles...),
-		Strict:         strict,
+		AllowBlocked:   allowBlocked,
 		StartedAt:      res.Started,
 		FinishedAt:     res.Finished,
 		Signing:        signing,
@@ -152,7 +131,9 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result
 		Totals:         Count(res.Rows),
 	}
 	for _, c := range t.Configurations() {
-		p.Target.Configurations = append(p.Target.Configurations, ConfigInfo{Digest: c.Digest(), Document: c.JSON()})
+		// The digest is of the document as the host received it; the
+		// document shown is redacted of keys and credentials.
+		p.Target.Configurations = append(p.Target.Configurations, ConfigInfo{Digest: c.Digest(), Document: json.RawMessage(redact.Text(string(c.JSON())))})
 	}
 	sort.Slice(p.Target.Configurations, func(i, j int) bool {
 		return p.Target.Configurations[i].Digest < p.Target.Configurations[j].Digest
@@ -164,7 +145,7 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result
 	}
 	p.ProfilesCertified = certified(reg, res.Rows)
 	if p.Requirements == nil {
-		p.Requirements = []runner.Row{}
+		p.Requirements = []verdict.Row{}
 	}
 	return Statement{
 		Type:          StatementType,
@@ -176,7 +157,7 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result
 
 // certified lists the profiles whose every scored requirement passed in this
 // run; a filtered run that left one out certifies nothing for that profile.
-func certified(reg *scenarios.Registry, rows []runner.Row) []string {
+func certified(reg *scenarios.Registry, rows []verdict.Row) []string {
 	result := map[string]string{}
 	for _, r := range rows {
 		result[r.ID] = r.Result
@@ -189,7 +170,7 @@ func certified(reg *scenarios.Registry, rows []runner.Row) []string {
 		if _, seen := ok[e.Profile]; !seen {
 			ok[e.Profile] = true
 		}
-		if result[e.ID] != steps.ExecutedPass {
+		if result[e.ID] != verdict.ExecutedPass {
 			ok[e.Profile] = false
 		}
 	}

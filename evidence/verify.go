@@ -13,10 +13,9 @@ import (
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
 
-	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/schemas"
-	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // Verify checks a bundle against a public key and this suite's registry and
@@ -81,8 +80,29 @@ func strictDecode(b []byte, v any) error {
 }
 
 var verdicts = map[string]bool{
-	steps.ExecutedPass: true, steps.ExecutedFail: true, steps.Skipped: true,
-	steps.Inapplicable: true, steps.Blocked: true,
+	verdict.ExecutedPass: true, verdict.ExecutedFail: true, verdict.Skipped: true,
+	verdict.Inapplicable: true, verdict.Blocked: true,
+}
+
+// checkCause holds a verdict and its cause together: a blocked verdict
+// carries a cause from the closed list, nothing else carries one, and a
+// failed precondition names the known requirements it relied on.
+func checkCause(where, result, cause string, reliesOn []string, reg *scenarios.Registry, bad func(string, ...any)) {
+	switch {
+	case result == verdict.Blocked && !verdict.IsCause(cause):
+		bad("%s: blocked with cause %q, which is not one of %v", where, cause, verdict.Causes)
+	case result != verdict.Blocked && cause != "":
+		bad("%s: %s carries a cause (%s); only blocked does", where, result, cause)
+	case cause == verdict.CausePrecondition && len(reliesOn) == 0:
+		bad("%s: a failed precondition names no requirement it relied on", where)
+	case cause != verdict.CausePrecondition && len(reliesOn) > 0:
+		bad("%s: reliesOn is set but the cause is %q", where, cause)
+	}
+	for _, id := range reliesOn {
+		if _, ok := reg.Lookup(id); !ok {
+			bad("%s: relies on %s, which is not a requirement of this suite", where, id)
+		}
+	}
 }
 
 // check recomputes what a bundle asserts about itself.
@@ -117,10 +137,11 @@ func check(st Statement, reg *scenarios.Registry, corpus *scenarios.Corpus) []st
 		if !verdicts[r.Result] {
 			bad("%s: %q is not a verdict", r.ID, r.Result)
 		}
-		if r.Result == steps.ExecutedPass && r.Assertions == 0 {
+		checkCause(r.ID, r.Result, r.Cause, r.ReliesOn, reg, bad)
+		if r.Result == verdict.ExecutedPass && r.Assertions == 0 {
 			bad("%s: vacuous pass (executed-pass with zero assertions)", r.ID)
 		}
-		if r.Result == steps.ExecutedPass && len(r.Scenarios) == 0 {
+		if r.Result == verdict.ExecutedPass && len(r.Scenarios) == 0 {
 			bad("%s: executed-pass with no scenario", r.ID)
 		}
 		sum, worst := 0, ""
@@ -129,13 +150,14 @@ func check(st Statement, reg *scenarios.Registry, corpus *scenarios.Corpus) []st
 			if !verdicts[s.Result] {
 				bad("%s: scenario %q has %q, not a verdict", r.ID, s.Name, s.Result)
 			}
-			if s.Result == steps.ExecutedPass && s.Assertions == 0 {
+			checkCause(fmt.Sprintf("%s: scenario %s:%d", r.ID, s.URI, s.Line), s.Result, s.Cause, s.ReliesOn, reg, bad)
+			if s.Result == verdict.ExecutedPass && s.Assertions == 0 {
 				bad("%s: scenario %q is a vacuous pass", r.ID, s.Name)
 			}
 			if worst == "" {
 				worst = s.Result
 			} else {
-				worst = runner.Worst(worst, s.Result)
+				worst = verdict.Worst(worst, s.Result)
 			}
 		}
 		if len(r.Scenarios) > 0 {
@@ -144,6 +166,12 @@ func check(st Statement, reg *scenarios.Registry, corpus *scenarios.Corpus) []st
 			}
 			if worst != r.Result {
 				bad("%s: result %s, but the worst of its scenarios is %s", r.ID, r.Result, worst)
+			}
+			// The row's cause and detail are its worst scenario's.
+			f := verdict.Row{ID: r.ID, Scenarios: r.Scenarios}
+			f.Fold()
+			if f.Cause != r.Cause || !reflect.DeepEqual(f.ReliesOn, r.ReliesOn) || f.Detail != r.Detail {
+				bad("%s: the row's cause or detail is not that of its worst scenario", r.ID)
 			}
 		}
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
-	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // TestRefhostPassesEveryRequirement runs the whole corpus against the bundled
@@ -35,7 +35,7 @@ func TestRefhostPassesEveryRequirement(t *testing.T) {
 	t.Logf("seed %d (rerun in this order with PARLEY_SEED=%d go test ./runner; narrow with PARLEY_TAGS)", res.Seed, res.Seed)
 	for _, r := range res.Rows {
 		e, _ := reg.Lookup(r.ID)
-		if r.Result != steps.ExecutedPass && e.Scored() {
+		if r.Result != verdict.ExecutedPass && e.Scored() {
 			t.Errorf("%s: %s: %s", r.ID, r.Result, r.Detail)
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/parley-conformance/parley/steps/contractrefine"
 	"github.com/parley-conformance/parley/steps/openwop"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // ErrUsage marks a mistake in how the run was asked for (exit code 2).
@@ -50,25 +51,11 @@ type Options struct {
 	CucumberJSON string
 }
 
-// ScenarioResult is one scenario's verdict.
-type ScenarioResult struct {
-	URI        string   `json:"uri"`
-	Line       int64    `json:"line"`
-	Name       string   `json:"name"`
-	ReqIDs     []string `json:"-"`
-	Result     string   `json:"result"`
-	Assertions int      `json:"assertions"`
-	Detail     string   `json:"detail,omitempty"`
-}
+// ScenarioResult is one scenario's verdict (verdict.ScenarioResult).
+type ScenarioResult = verdict.ScenarioResult
 
-// Row is one requirement's verdict.
-type Row struct {
-	ID         string           `json:"id"`
-	Scenarios  []ScenarioResult `json:"scenarios"`
-	Result     string           `json:"result"`
-	Assertions int              `json:"assertions"`
-	Detail     string           `json:"detail,omitempty"`
-}
+// Row is one requirement's verdict (verdict.Row).
+type Row = verdict.Row
 
 // Result is a whole run.
 type Result struct {
@@ -81,21 +68,46 @@ type Result struct {
 	Rows      []Row
 }
 
-// severity orders verdicts from best to worst; a requirement takes the worst.
-var severity = map[string]int{
-	steps.ExecutedPass: 0,
-	steps.Inapplicable: 1,
-	steps.Skipped:      2,
-	steps.Blocked:      3,
-	steps.ExecutedFail: 4,
+// SuiteFaults lists the scenarios a bug in parley blocked.
+func (r *Result) SuiteFaults() []ScenarioResult {
+	var out []ScenarioResult
+	for _, s := range r.Scenarios {
+		if s.Cause == verdict.CauseSuiteFault {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
-// Worst returns the worse of two verdicts.
-func Worst(a, b string) string {
-	if severity[b] > severity[a] {
-		return b
+// Executed reports whether any requirement was witnessed at all (passed or
+// failed): a run that witnessed nothing certifies nothing.
+func (r *Result) Executed() bool {
+	for _, row := range r.Rows {
+		if row.Result == verdict.ExecutedPass || row.Result == verdict.ExecutedFail {
+			return true
+		}
 	}
-	return a
+	return false
+}
+
+var (
+	catalogOnce sync.Once
+	catalog     *steps.Catalog
+)
+
+// Catalog is the suite's step definitions, built (and their patterns
+// compiled) once per process.
+func Catalog() *steps.Catalog {
+	catalogOnce.Do(func() {
+		c := &steps.Catalog{}
+		steps.Common(c)
+		agl.Register(c)
+		agtp.Register(c)
+		contractrefine.Register(c)
+		openwop.Register(c)
+		catalog = c
+	})
+	return catalog
 }
 
 // Run executes the selected scenarios and computes verdicts.
@@ -143,14 +155,14 @@ func Run(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus,
 	sort.Strings(res.Profiles)
 
 	if len(selected) > 0 {
-		got, err := runGodog(ctx, corpus, selected, godogFilter(filter, profiles), seed, opt)
+		got, err := runGodog(ctx, reg, corpus, selected, godogFilter(filter, profiles), seed, opt)
 		if err != nil {
 			return nil, err
 		}
 		res.Scenarios = got
 	}
 	res.Finished = time.Now().UTC()
-	res.Rows = rows(reg, res.Scenarios, profileSkipped)
+	res.Rows = rows(res.Scenarios, profileSkipped)
 	return res, nil
 }
 
@@ -201,60 +213,59 @@ func godogFilter(f *scenarios.Filter, profiles map[string]bool) string {
 	return strings.Join(alts, ",")
 }
 
-func scenarioKey(uri string, name string, tags []string) string {
-	return uri + "\x00" + name + "\x00" + strings.Join(tags, " ")
-}
-
-func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenarios.Scenario, tags string, seed int64, opt Options) ([]ScenarioResult, error) {
-	// Index the selection; outline rows share a name, so several scenarios
-	// may share a key and are matched in turn.
-	byKey := map[string][]scenarios.Scenario{}
+func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus, selected []scenarios.Scenario, tags string, seed int64, opt Options) ([]ScenarioResult, error) {
+	// Results are matched to scenarios by godog's pickle id, which names
+	// one example row of an outline exactly.
+	byPickle := make(map[string]scenarios.Scenario, len(selected))
 	for _, s := range selected {
-		k := scenarioKey(s.URI, s.Name, s.Tags)
-		byKey[k] = append(byKey[k], s)
+		byPickle[s.PickleID] = s
+	}
+	preconditions := func(id string) (steps.PreconditionInfo, bool) {
+		p, ok := reg.LookupPrecondition(id)
+		return steps.PreconditionInfo{Statement: p.Statement, ReliesOn: p.ReliesOn}, ok
 	}
 
 	var (
 		mu        sync.Mutex
 		results   []ScenarioResult
+		seen      = map[string]bool{}
+		strays    []string
 		done      int
 		notPassed int
 		total     = len(selected)
 	)
-	record := func(sc *godog.Scenario, w *steps.World, err error) {
-		var tags []string
-		for _, t := range sc.Tags {
-			tags = append(tags, t.Name)
-		}
-		r := classify(w, err)
-		r.Name = sc.Name
-		r.URI = sc.Uri
+	record := func(pickle *godog.Scenario, w *steps.World, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		k := scenarioKey(sc.Uri, sc.Name, tags)
-		if q := byKey[k]; len(q) > 0 {
-			r.Line, r.ReqIDs = q[0].Line, q[0].ReqIDs
-			byKey[k] = q[1:]
-		} else {
-			r.Result, r.Detail = steps.Blocked, "suite fault: godog ran a scenario the selection did not contain"
+		s, ok := byPickle[pickle.Id]
+		if !ok || seen[pickle.Id] || s.URI != pickle.Uri || s.Name != pickle.Name {
+			strays = append(strays, fmt.Sprintf("%s %q (pickle %s)", pickle.Uri, pickle.Name, pickle.Id))
+			return
 		}
+		seen[pickle.Id] = true
+		r := classify(w, err)
+		r.URI, r.Line, r.Name, r.ReqIDs = s.URI, s.Line, s.Name, s.ReqIDs
 		results = append(results, r)
 		done++
-		if r.Result != steps.ExecutedPass {
+		if r.Result != verdict.ExecutedPass {
 			notPassed++
+		}
+		what := r.Result
+		if r.Cause != "" {
+			what += " (" + r.Cause + ")"
 		}
 		switch {
 		case opt.Progress == nil:
 		case opt.Live:
-			if r.Result != steps.ExecutedPass {
-				fmt.Fprintf(opt.Progress, "\r\033[K%-13s %s:%d %s\n", r.Result, r.URI, r.Line, r.Name)
+			if r.Result != verdict.ExecutedPass {
+				fmt.Fprintf(opt.Progress, "\r\033[K%-13s %s:%d %s\n", what, r.URI, r.Line, r.Name)
 			}
 			fmt.Fprintf(opt.Progress, "\r\033[K[%d/%d] %d not passed · %s", done, total, notPassed, clip(r.Name, 60))
 			if done == total {
 				fmt.Fprintln(opt.Progress)
 			}
 		default:
-			fmt.Fprintf(opt.Progress, "[%*d/%d] %-13s %s:%d %s\n", len(fmt.Sprint(total)), done, total, r.Result, r.URI, r.Line, r.Name)
+			fmt.Fprintf(opt.Progress, "[%*d/%d] %-13s %s:%d %s\n", len(fmt.Sprint(total)), done, total, what, r.URI, r.Line, r.Name)
 		}
 	}
 
@@ -270,23 +281,24 @@ func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenario
 	if conc <= 0 {
 		conc = 4
 	}
+	cat := Catalog()
 	suite := godog.TestSuite{
 		Name: "parley",
 		ScenarioInitializer: func(sc *godog.ScenarioContext) {
-			sc.Before(func(ctx context.Context, s *godog.Scenario) (context.Context, error) {
-				return steps.With(ctx, steps.NewWorld(opt.Target)), nil
+			sc.Before(func(ctx context.Context, pickle *godog.Scenario) (context.Context, error) {
+				mu.Lock()
+				s := byPickle[pickle.Id]
+				mu.Unlock()
+				w := steps.NewWorld(opt.Target, steps.Scenario{ReqIDs: s.ReqIDs, Preconditions: preconditions})
+				return steps.With(ctx, w), nil
 			})
-			sc.After(func(ctx context.Context, s *godog.Scenario, err error) (context.Context, error) {
+			sc.After(func(ctx context.Context, pickle *godog.Scenario, err error) (context.Context, error) {
 				w := steps.From(ctx)
 				w.Close()
-				record(s, w, err)
+				record(pickle, w, err)
 				return ctx, nil
 			})
-			steps.RegisterCommon(sc)
-			agl.Register(sc)
-			agtp.Register(sc)
-			contractrefine.Register(sc)
-			openwop.Register(sc)
+			cat.Bind(sc)
 		},
 		Options: &godog.Options{
 			Format:          format,
@@ -307,13 +319,17 @@ func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenario
 	if status == 2 {
 		return nil, errors.New("godog refused its options (see the message above)")
 	}
+	if len(strays) > 0 {
+		return nil, fmt.Errorf("suite fault: godog ran %d scenario(s) the selection does not name: %s", len(strays), strings.Join(strays, "; "))
+	}
 	var missing []string
-	for _, q := range byKey {
-		for _, s := range q {
+	for id, s := range byPickle {
+		if !seen[id] {
 			missing = append(missing, fmt.Sprintf("%s:%d %s", s.URI, s.Line, s.Name))
 		}
 	}
 	if len(missing) > 0 {
+		sort.Strings(missing)
 		return nil, fmt.Errorf("suite fault: %d selected scenario(s) did not run: %s", len(missing), strings.Join(missing, "; "))
 	}
 	sort.Slice(results, func(i, j int) bool {
@@ -325,62 +341,51 @@ func runGodog(ctx context.Context, corpus *scenarios.Corpus, selected []scenario
 	return results, nil
 }
 
-// classify turns how a scenario ended into a verdict.
+// classify turns how a scenario ended into a verdict. The verdict's type
+// comes from the Go value a step ended with (steps.Outcome), never from the
+// text of an error; every detail is redacted of the scenario's secrets.
 func classify(w *steps.World, err error) ScenarioResult {
 	r := ScenarioResult{Assertions: w.Assertions()}
 	if o := w.Outcome(); o != nil {
-		r.Result, r.Detail = o.Verdict, o.Reason
+		r.Result, r.Cause, r.ReliesOn, r.Detail = o.Verdict, o.Cause, o.ReliesOn, w.Redact(o.Detail)
 		return r
 	}
 	switch {
 	case err == nil && r.Assertions == 0:
-		// A pass that asserted nothing proves nothing.
-		r.Result, r.Detail = steps.ExecutedFail, "vacuous pass refused: the scenario made no assertion"
+		// A pass that asserted nothing about what the host sent proves nothing.
+		r.Result, r.Cause, r.Detail = verdict.Blocked, verdict.CauseSuiteFault, "suite fault: vacuous pass refused: the scenario made no assertion about what the host sent"
 	case err == nil:
-		r.Result = steps.ExecutedPass
-	case errors.Is(err, godog.ErrUndefined), errors.Is(err, godog.ErrPending), errors.Is(err, godog.ErrAmbiguous):
-		r.Result, r.Detail = steps.Blocked, "suite fault: "+err.Error()
-	case errors.Is(err, godog.ErrSkip):
-		r.Result, r.Detail = steps.Blocked, "suite fault: a step skipped without saying why: "+err.Error()
-	case strings.Contains(err.Error(), "scenario error:"):
-		r.Result, r.Detail = steps.Blocked, "suite fault: "+err.Error()
+		r.Result = verdict.ExecutedPass
 	default:
-		r.Result, r.Detail = steps.ExecutedFail, err.Error()
+		// No step recorded an outcome, yet godog saw an error: an undefined,
+		// ambiguous or pending step, or a failing hook. All are parley's.
+		r.Result, r.Cause, r.Detail = verdict.Blocked, verdict.CauseSuiteFault, "suite fault: "+w.Redact(err.Error())
 	}
 	return r
 }
 
 // rows folds scenario verdicts into requirement verdicts.
-func rows(reg *scenarios.Registry, results []ScenarioResult, profileSkipped map[string]bool) []Row {
+func rows(results []ScenarioResult, profileSkipped map[string]bool) []Row {
 	byID := map[string]*Row{}
 	for _, s := range results {
 		for _, id := range s.ReqIDs {
 			r := byID[id]
 			if r == nil {
-				r = &Row{ID: id, Result: steps.ExecutedPass}
+				r = &Row{ID: id}
 				byID[id] = r
 			}
 			r.Scenarios = append(r.Scenarios, s)
-			r.Assertions += s.Assertions
-			r.Result = Worst(r.Result, s.Result)
 		}
+	}
+	out := make([]Row, 0, len(byID)+len(profileSkipped))
+	for _, r := range byID {
+		r.Fold()
+		out = append(out, *r)
 	}
 	for id := range profileSkipped {
 		if _, ran := byID[id]; !ran {
-			byID[id] = &Row{ID: id, Result: steps.Skipped, Detail: "its profile is not certified in this run"}
+			out = append(out, Row{ID: id, Result: verdict.Skipped, Detail: "its profile is not certified in this run"})
 		}
-	}
-	out := make([]Row, 0, len(byID))
-	for _, r := range byID {
-		if r.Result != steps.ExecutedPass && r.Detail == "" {
-			for _, s := range r.Scenarios {
-				if s.Result == r.Result {
-					r.Detail = fmt.Sprintf("%s:%d %s: %s", s.URI, s.Line, s.Name, s.Detail)
-					break
-				}
-			}
-		}
-		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out

@@ -6,8 +6,8 @@ import (
 
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/sabotage"
-	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 	agtp "github.com/parley-conformance/parley/wire/agtp"
 )
 
@@ -30,7 +30,7 @@ func TestAGTPProxyIsTransparent(t *testing.T) {
 		t.Fatal("no AGTP requirement ran")
 	}
 	for _, r := range res.Rows {
-		if r.Result != steps.ExecutedPass {
+		if r.Result != verdict.ExecutedPass {
 			t.Errorf("%s through a pass-through AGTP proxy: %s (%s)", r.ID, r.Result, r.Detail)
 		}
 	}

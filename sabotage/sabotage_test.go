@@ -11,8 +11,8 @@ import (
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/sabotage"
 	"github.com/parley-conformance/parley/scenarios"
-	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 func load(t *testing.T) (*scenarios.Registry, *scenarios.Corpus) {
@@ -94,7 +94,7 @@ func TestEveryRequirementFailsAgainstItsSabotagedHost(t *testing.T) {
 				t.Fatal(r.err)
 			case r.row == nil:
 				t.Errorf("no row for %s in the result", id)
-			case r.row.Result != steps.ExecutedFail:
+			case r.row.Result != verdict.ExecutedFail:
 				t.Errorf("against a host that %s, %s is %s, want executed-fail (%s)", rule.Broken, id, r.row.Result, r.row.Detail)
 			}
 		})
@@ -114,7 +114,7 @@ func TestProxyIsTransparent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range res.Rows {
-		if r.Result != steps.ExecutedPass {
+		if r.Result != verdict.ExecutedPass {
 			t.Errorf("%s through a pass-through proxy: %s (%s)", r.ID, r.Result, r.Detail)
 		}
 	}

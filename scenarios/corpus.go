@@ -30,7 +30,12 @@ type File struct {
 // Scenario is one runnable scenario (a Gherkin pickle: an example row of an
 // outline counts as its own scenario).
 type Scenario struct {
-	URI     string
+	// PickleID is the id godog gives the pickle when it parses the corpus
+	// as the runner hands it over (one id sequence across the files, in
+	// order): results are matched back to scenarios by it, so that one row
+	// of an outline is never mistaken for another.
+	PickleID string
+	URI      string
 	Name    string
 	Line    int64
 	Tags    []string
@@ -56,6 +61,9 @@ func loadCorpus(fsys fs.FS) (*Corpus, error) {
 	sort.Strings(names)
 	c := &Corpus{}
 	h := sha256.New()
+	// One id sequence across every file, in the order the runner passes
+	// them to godog, exactly as godog numbers them.
+	ids := (&messages.Incrementing{}).NewId
 	for _, name := range names {
 		b, err := fs.ReadFile(fsys, name)
 		if err != nil {
@@ -64,14 +72,13 @@ func loadCorpus(fsys fs.FS) (*Corpus, error) {
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
 		h.Write(b)
 		c.Files = append(c.Files, File{Name: name, Contents: b})
-		ids := (&messages.Incrementing{}).NewId
-		doc, err := gherkin.ParseGherkinDocument(bytes.NewReader(b), ids)
+		doc, err := gherkin.ParseGherkinDocumentForLanguage(bytes.NewReader(b), gherkin.DefaultDialect, ids)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		lines := scenarioLines(doc)
 		for _, p := range gherkin.Pickles(*doc, name, ids) {
-			s := Scenario{URI: name, Name: p.Name}
+			s := Scenario{PickleID: p.Id, URI: name, Name: p.Name}
 			if len(p.AstNodeIds) > 0 {
 				s.Line = lines[p.AstNodeIds[len(p.AstNodeIds)-1]]
 				if s.Line == 0 {
@@ -140,7 +147,12 @@ func Bind(r *Registry, c *Corpus) error {
 		if s.Profile == "" {
 			problems = append(problems, where+": no @profile tag")
 		}
+		seenIDs := map[string]bool{}
 		for _, id := range s.ReqIDs {
+			if seenIDs[id] {
+				problems = append(problems, where+": @req:"+id+" is tagged twice")
+			}
+			seenIDs[id] = true
 			e, ok := r.Lookup(id)
 			switch {
 			case !ok:
@@ -153,6 +165,13 @@ func Bind(r *Registry, c *Corpus) error {
 				problems = append(problems, fmt.Sprintf("%s: @req:%s belongs to profile %s, the scenario says %s", where, id, e.Profile, s.Profile))
 			}
 			witnessed[id] = true
+		}
+	}
+	for _, p := range r.Preconditions {
+		for _, id := range p.ReliesOn {
+			if !witnessed[id] {
+				problems = append(problems, "precondition "+p.ID+": relies_on "+id+", which no scenario witnesses")
+			}
 		}
 	}
 	for _, e := range r.Entries {

@@ -63,17 +63,33 @@ func (e Entry) Scored() bool {
 	return e.Status == StatusActive && e.Witness != WitnessUnwitnessable && e.Level != MAY
 }
 
-type familyFile struct {
-	Family      string  `toml:"family"`
-	Spec        string  `toml:"spec"`
-	Requirement []Entry `toml:"requirement"`
+// Precondition is a setup that scenarios rely on without witnessing it
+// (obtain a contract through the gate, register the contracts and a grant).
+// When a setup step fails because the host misbehaved, a scenario that does
+// not witness one of ReliesOn is blocked naming them: their own scenarios
+// fail on the root cause, and a reader fixes that first.
+type Precondition struct {
+	ID        string   `toml:"id" json:"id"`
+	Family    string   `toml:"-" json:"family"`
+	Statement string   `toml:"statement" json:"statement"`
+	ReliesOn  []string `toml:"relies_on" json:"reliesOn"`
 }
 
-// Registry is the set of all requirement entries, in id order.
+type familyFile struct {
+	Family       string         `toml:"family"`
+	Spec         string         `toml:"spec"`
+	Requirement  []Entry        `toml:"requirement"`
+	Precondition []Precondition `toml:"precondition"`
+}
+
+// Registry is the set of all requirement entries, in id order, and the
+// preconditions setups establish.
 type Registry struct {
-	Entries []Entry
-	byID    map[string]int
-	digest  string
+	Entries       []Entry
+	Preconditions []Precondition
+	byID          map[string]int
+	preByID       map[string]int
+	digest        string
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9][a-z0-9-]*)+$`)
@@ -88,7 +104,7 @@ func loadRegistry(fsys fs.FS) (*Registry, error) {
 	}
 	sort.Strings(names)
 	h := sha256.New()
-	r := &Registry{byID: map[string]int{}}
+	r := &Registry{byID: map[string]int{}, preByID: map[string]int{}}
 	for _, name := range names {
 		b, err := fs.ReadFile(fsys, name)
 		if err != nil {
@@ -120,6 +136,18 @@ func loadRegistry(fsys fs.FS) (*Registry, error) {
 			r.byID[e.ID] = len(r.Entries)
 			r.Entries = append(r.Entries, e)
 		}
+		for _, p := range ff.Precondition {
+			p.Family = ff.Family
+			if _, dup := r.preByID[p.ID]; dup {
+				return nil, fmt.Errorf("registry %s: duplicate precondition %s", name, p.ID)
+			}
+			r.preByID[p.ID] = len(r.Preconditions)
+			r.Preconditions = append(r.Preconditions, p)
+		}
+	}
+	sort.Slice(r.Preconditions, func(i, j int) bool { return r.Preconditions[i].ID < r.Preconditions[j].ID })
+	for i, p := range r.Preconditions {
+		r.preByID[p.ID] = i
 	}
 	sort.Slice(r.Entries, func(i, j int) bool { return r.Entries[i].ID < r.Entries[j].ID })
 	for i, e := range r.Entries {
@@ -163,10 +191,47 @@ func (r *Registry) checkEntries() error {
 			bad("section, statement and profile are required")
 		}
 	}
+	for _, p := range r.Preconditions {
+		bad := func(format string, a ...any) {
+			problems = append(problems, "precondition "+p.ID+": "+fmt.Sprintf(format, a...))
+		}
+		if !preconditionPattern.MatchString(p.ID) || !strings.HasPrefix(p.ID, p.Family+".") {
+			bad("id must be %s.precondition.<slug> in lower case", p.Family)
+		}
+		if _, clash := r.byID[p.ID]; clash {
+			bad("id is also a requirement id")
+		}
+		if strings.TrimSpace(p.Statement) == "" {
+			bad("a statement is required")
+		}
+		if len(p.ReliesOn) == 0 {
+			bad("relies_on names no requirement")
+		}
+		for _, id := range p.ReliesOn {
+			e, ok := r.Lookup(id)
+			switch {
+			case !ok:
+				bad("relies_on %s, which is not a requirement", id)
+			case e.Status != StatusActive || e.Witness == WitnessUnwitnessable:
+				bad("relies_on %s, which is not an active witnessable requirement", id)
+			}
+		}
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("registry:\n  %s", strings.Join(problems, "\n  "))
 	}
 	return nil
+}
+
+var preconditionPattern = regexp.MustCompile(`^[a-z0-9]+\.precondition\.[a-z0-9][a-z0-9-]*$`)
+
+// LookupPrecondition returns the precondition with the given id.
+func (r *Registry) LookupPrecondition(id string) (Precondition, bool) {
+	i, ok := r.preByID[id]
+	if !ok {
+		return Precondition{}, false
+	}
+	return r.Preconditions[i], true
 }
 
 // Lookup returns the entry with the given id.

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/schemas"
@@ -60,7 +59,7 @@ func (w *World) Field(path string) (any, bool, error) {
 	}
 	doc, err := r.JSON()
 	if err != nil {
-		return nil, false, w.Assert(false, "%v", err)
+		return nil, false, err
 	}
 	v, ok := Lookup(doc, path)
 	return v, ok, nil
@@ -103,6 +102,9 @@ func (w *World) ExpectNoField(path string) error {
 
 // ExpectSchema validates a JSON document against an embedded schema.
 func (w *World) ExpectSchema(name string, doc []byte) error {
+	if _, err := schemas.Compile(name); err != nil {
+		return Fault("no schema %s: %v", name, err)
+	}
 	err := schemas.ValidateJSON(name, doc)
 	return w.Assert(err == nil, "the document does not satisfy %s: %v\n%s", name, err, clip(doc))
 }
@@ -152,26 +154,21 @@ func clip(b []byte) string {
 	return string(b)
 }
 
-var extraCommon []func(*godog.ScenarioContext)
-
-// RegisterCommon binds the step phrases every family shares.
-func RegisterCommon(sc *godog.ScenarioContext) {
-	for _, f := range extraCommon {
-		f(sc)
-	}
-	sc.Step(`^the response status is (\d+)$`, func(ctx context.Context, code int) error {
+// Common adds the step phrases every family shares.
+func Common(c *Catalog) {
+	c.Then(`^the response status is (\d+)$`, func(ctx context.Context, code int) error {
 		return From(ctx).ExpectStatus(code)
 	})
-	sc.Step(`^the response field "([^"]*)" is "([^"]*)"$`, func(ctx context.Context, path, want string) error {
+	c.Then(`^the response field "([^"]*)" is "([^"]*)"$`, func(ctx context.Context, path, want string) error {
 		return From(ctx).ExpectField(path, want)
 	})
-	sc.Step(`^the response field "([^"]*)" is empty$`, func(ctx context.Context, path string) error {
+	c.Then(`^the response field "([^"]*)" is empty$`, func(ctx context.Context, path string) error {
 		return From(ctx).ExpectField(path, "")
 	})
-	sc.Step(`^the response has no field "([^"]*)"$`, func(ctx context.Context, path string) error {
+	c.Then(`^the response has no field "([^"]*)"$`, func(ctx context.Context, path string) error {
 		return From(ctx).ExpectNoField(path)
 	})
-	sc.Step(`^the response field "([^"]*)" is a UUID version 4$`, func(ctx context.Context, path string) error {
+	c.Then(`^the response field "([^"]*)" is a UUID version 4$`, func(ctx context.Context, path string) error {
 		w := From(ctx)
 		s, err := w.StringField(path)
 		if err != nil {
@@ -179,7 +176,7 @@ func RegisterCommon(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(IsUUIDv4(s), "%s = %q is not a UUID version 4", path, s)
 	})
-	sc.Step(`^the response body satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
+	c.Then(`^the response body satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
 		w := From(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
@@ -187,22 +184,17 @@ func RegisterCommon(sc *godog.ScenarioContext) {
 		}
 		return w.ExpectSchema(name, r.Body)
 	})
-}
-
-func init() {
-	extraCommon = append(extraCommon, func(sc *godog.ScenarioContext) {
-		sc.Step(`^the response field "([^"]*)" lists exactly "([^"]*)"$`, func(ctx context.Context, path, csv string) error {
-			w := From(ctx)
-			v, ok, err := w.Field(path)
-			if err != nil {
-				return err
-			}
-			var want []any
-			for _, s := range strings.Split(csv, ",") {
-				want = append(want, strings.TrimSpace(s))
-			}
-			r, _ := w.LastResponse()
-			return w.Assert(ok && reflect.DeepEqual(v, want), "expected %s to list exactly %v, got %s: %s", path, want, describe(v, ok), r)
-		})
+	c.Then(`^the response field "([^"]*)" lists exactly "([^"]*)"$`, func(ctx context.Context, path, csv string) error {
+		w := From(ctx)
+		v, ok, err := w.Field(path)
+		if err != nil {
+			return err
+		}
+		var want []any
+		for _, s := range strings.Split(csv, ",") {
+			want = append(want, strings.TrimSpace(s))
+		}
+		r, _ := w.LastResponse()
+		return w.Assert(ok && reflect.DeepEqual(v, want), "expected %s to list exactly %v, got %s: %s", path, want, describe(v, ok), r)
 	})
 }

@@ -8,12 +8,19 @@ import (
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/parley-conformance/parley/verdict"
 )
 
-// Response is one HTTP exchange as the suite saw it on the wire.
+// Response is one exchange as the suite saw it on the wire: the full request
+// the suite sent (never an excerpt) and what came back.
 type Response struct {
 	Method string
 	URL    string
+	// ReqHeader and ReqBody are what the suite sent.
+	ReqHeader http.Header
+	ReqBody   []byte
+
 	Status int
 	Header http.Header
 	Body   []byte
@@ -25,9 +32,7 @@ type Response struct {
 func (w *World) Do(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, error) {
 	r, err := w.Fetch(ctx, method, path, body, header)
 	if err == nil {
-		w.mu.Lock()
-		w.Last = r
-		w.mu.Unlock()
+		w.SetLast(r)
 	}
 	return r, err
 }
@@ -40,43 +45,84 @@ func (w *World) Fetch(ctx context.Context, method, path string, body []byte, hea
 		return nil, err
 	}
 	if h.HTTP == "" {
-		return nil, w.Block("the host exposes no HTTP endpoint")
+		return nil, Fail("the host exposes no HTTP endpoint (its ready line has no \"http\" address), and %s %s needs one", method, path)
 	}
+	return w.Exchange(ctx, h.HTTP, method, path, body, header)
+}
+
+// Exchange performs one HTTP exchange with a host at base (the scenario's
+// host or another one it drives), under the exchange deadline and body
+// limit. A transport error, a timeout or an oversized body is the host's
+// failure. The exchange is observed but not recorded as the last response.
+func (w *World) Exchange(ctx context.Context, base, method, path string, body []byte, header http.Header) (*Response, error) {
 	ctx, cancel := context.WithTimeout(ctx, ExchangeTimeout)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, h.HTTP+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
 	if err != nil {
-		return nil, err
+		return nil, Fault("cannot build the request %s %s%s: %v", method, base, path, err)
 	}
 	for k, vs := range header {
 		for _, v := range vs {
 			req.Header.Add(k, v)
 		}
 	}
+	sent := &Response{Method: method, URL: path, ReqHeader: req.Header.Clone(), ReqBody: body}
 	resp, err := w.HTTP.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, w.transportFailure(sent, fmt.Sprintf("%s %s: no answer: %v", method, path, err))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
+	sent.Status, sent.Header = resp.StatusCode, resp.Header
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the body: %w", method, path, err)
+		return nil, w.transportFailure(sent, fmt.Sprintf("%s %s: answered %d but the body could not be read: %v", method, path, resp.StatusCode, err))
 	}
 	if len(b) > MaxBodyBytes {
-		return nil, fmt.Errorf("%s %s: the host sent a body over %d bytes", method, path, MaxBodyBytes)
+		return nil, w.transportFailure(sent, fmt.Sprintf("%s %s: the host sent a body over %d bytes", method, path, MaxBodyBytes))
 	}
-	return &Response{Method: method, URL: path, Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+	sent.Body = b
+	w.Observe(sent)
+	return sent, nil
+}
+
+func (w *World) transportFailure(r *Response, msg string) error {
+	w.Observe(r)
+	return &Failure{Msg: msg, Exchange: r}
+}
+
+// Seam performs an exchange with one of the host's test seams. A seam the
+// host does not have (it answers 404, 405 or 501) blocks the scenario; a
+// seam that answers anything else is the host's, and the caller asserts on
+// it. A scenario that reads through a seam asks for seams among its Given
+// steps; forgetting to is a suite fault.
+func (w *World) Seam(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, error) {
+	h, err := w.Host(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !h.Config.Seams() {
+		return nil, Fault("the scenario reads the seam %s without asking for seams among its Given steps", path)
+	}
+	r, err := w.Fetch(ctx, method, path, body, header)
+	if err != nil {
+		return nil, err
+	}
+	switch r.Status {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return nil, Block(verdict.CauseSeamAbsent, "the host has no seam %s %s (it answered %d); docs/host-interface.md describes it", method, path, r.Status)
+	}
+	return r, nil
 }
 
 // DoJSON sends v as a JSON body with Content-Type application/json.
 func (w *World) DoJSON(ctx context.Context, method, path string, v any, header http.Header) (*Response, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, err
+		return nil, Fault("cannot encode the request body: %v", err)
 	}
 	if header == nil {
 		header = http.Header{}
@@ -85,14 +131,22 @@ func (w *World) DoJSON(ctx context.Context, method, path string, v any, header h
 	return w.Do(ctx, method, path, b, header)
 }
 
-// LastResponse returns the last exchange or an error when there was none.
+// SetLast makes r the exchange later checks assert on.
+func (w *World) SetLast(r *Response) {
+	w.mu.Lock()
+	w.last = r
+	w.mu.Unlock()
+}
+
+// LastResponse returns the exchange checks assert on; asking before any is a
+// scenario that checks before it acts.
 func (w *World) LastResponse() (*Response, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.Last == nil {
-		return nil, fmt.Errorf("scenario error: no exchange yet")
+	if w.last == nil {
+		return nil, Fault("a check ran before any exchange")
 	}
-	return w.Last, nil
+	return w.last, nil
 }
 
 // String summarizes the exchange for a failure message.
@@ -104,13 +158,22 @@ func (r *Response) String() string {
 	return fmt.Sprintf("%s %s answered %d %s", r.Method, r.URL, r.Status, strings.TrimSpace(body))
 }
 
-// JSON decodes the body as a JSON object; numbers stay json.Number.
+// JSON decodes the body as a JSON object; numbers stay json.Number. A body
+// that is not one is the host's failure.
 func (r *Response) JSON() (map[string]any, error) {
 	var m map[string]any
 	dec := json.NewDecoder(bytes.NewReader(r.Body))
 	dec.UseNumber()
 	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, fmt.Errorf("%s: the body is not a JSON object (%v)", r, err)
+		return nil, &Failure{Msg: fmt.Sprintf("expected a JSON object: %s (%v)", r, err), Exchange: r}
 	}
 	return m, nil
+}
+
+// Last returns the exchange checks assert on, or nil before the first; for
+// messages and for steps that make an exchange without displacing it.
+func (w *World) Last() *Response {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
 }

@@ -1,8 +1,10 @@
 // Package steps holds what every family's step definitions share: the
-// per-scenario World (the host it drives, the last exchange, named values,
-// the assertion count) and a small vocabulary of wire assertions. Steps stay
-// thin: they talk to a host through its wire or a documented seam and assert
-// on what came back; they never ask the reference host's code for an answer.
+// per-scenario World (the host it drives, the exchanges it made, named
+// values, the assertion count, the outcome), the typed outcomes a step ends
+// in, the step catalog that classifies them, and a small vocabulary of wire
+// assertions. Steps stay thin: they talk to a host through its wire or a
+// documented seam and assert on what came back; they never ask the
+// reference host's code for an answer.
 package steps
 
 import (
@@ -13,19 +15,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cucumber/godog"
-
+	"github.com/parley-conformance/parley/redact"
 	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/target"
-)
-
-// Verdicts, the OpenWOP vocabulary.
-const (
-	ExecutedPass = "executed-pass"
-	ExecutedFail = "executed-fail"
-	Skipped      = "skipped"
-	Inapplicable = "inapplicable"
-	Blocked      = "blocked"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // Limits on every exchange: a hung or hostile host must not hang or exhaust
@@ -35,38 +28,43 @@ const (
 	MaxBodyBytes    = 4 << 20
 )
 
+// Scenario is what the World knows of the scenario it serves.
+type Scenario struct {
+	// ReqIDs are the requirements the scenario witnesses.
+	ReqIDs []string
+	// Preconditions reads the registry's [[precondition]] entries.
+	Preconditions func(id string) (PreconditionInfo, bool)
+}
+
 // World is one scenario's state. It is created fresh for every scenario, so
 // concurrent scenarios never share one.
 type World struct {
 	Target target.Target
 	HTTP   *http.Client
 
-	// Last is the most recent exchange.
-	Last *Response
+	scenario Scenario
+	secrets  redact.Set
 
-	mu         sync.Mutex
-	assertions int
-	override   *Outcome
-	vars       map[string]string
-	callsBack  bool
-	sections   map[string]map[string]any
-	state      map[string]any
-	seams      bool
-	current    *target.Host
-	cleanups   []func()
-}
-
-// Outcome is a verdict a step set explicitly (blocked, skipped or
-// inapplicable), with the reason a person needs.
-type Outcome struct {
-	Verdict string
-	Reason  string
+	mu           sync.Mutex
+	last         *Response // the exchange steps assert on
+	seen         *Response // the most recent exchange of any kind
+	observations int
+	assertions   int
+	outcome      *Outcome
+	vars         map[string]string
+	callsBack    bool
+	sections     map[string]map[string]any
+	state        map[string]any
+	seams        bool
+	current      *target.Host
+	cleanups     []func()
 }
 
 // NewWorld returns a World for one scenario.
-func NewWorld(t target.Target) *World {
+func NewWorld(t target.Target, sc Scenario) *World {
 	return &World{
-		Target: t,
+		Target:   t,
+		scenario: sc,
 		HTTP: &http.Client{
 			Timeout: ExchangeTimeout,
 			// A conformance client must see redirects, not follow them.
@@ -92,41 +90,101 @@ func From(ctx context.Context) *World {
 	return w
 }
 
-// Assertions returns how many assertions the scenario has made.
+// Assertions returns how many assertions about what the host sent the
+// scenario has made: an assertion counts only once the scenario has
+// observed the host (an exchange, a frame, a call at a fake it runs).
 func (w *World) Assertions() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.assertions
 }
 
-// Outcome returns the verdict a step set explicitly, if any.
+// Outcome returns how a step ended the scenario, if one did.
 func (w *World) Outcome() *Outcome {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.override
+	return w.outcome
 }
 
-func (w *World) setOutcome(verdict, reason string) error {
+// Secret registers values the suite generated that must never be shown
+// (keys, tokens): they are redacted from every detail the scenario reports.
+func (w *World) Secret(values ...string) { w.secrets.Add(values...) }
+
+// Redact removes the scenario's secrets and anything that looks like a
+// credential from text.
+func (w *World) Redact(text string) string { return w.secrets.Text(text) }
+
+// witnesses reports whether the scenario witnesses requirement id.
+func (w *World) witnesses(id string) bool {
+	for _, x := range w.scenario.ReqIDs {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *World) lookupPrecondition(id string) (PreconditionInfo, bool) {
+	if w.scenario.Preconditions == nil {
+		return PreconditionInfo{}, false
+	}
+	return w.scenario.Preconditions(id)
+}
+
+// settle classifies a step's error, records the first outcome, and returns
+// what godog should see.
+func (w *World) settle(err error) error {
+	if err == nil {
+		return nil
+	}
+	o := classify(err, w.witnesses, w.lookupPrecondition)
 	w.mu.Lock()
-	w.override = &Outcome{Verdict: verdict, Reason: reason}
+	if o.Exchange == nil && o.Verdict == verdict.ExecutedFail {
+		o.Exchange = w.seen
+	}
+	if w.outcome == nil {
+		w.outcome = &o
+	}
 	w.mu.Unlock()
-	return fmt.Errorf("%w: %s: %s", godog.ErrSkip, verdict, reason)
+	return stopScenario(o, err)
 }
 
-// Block records that the suite could not witness the requirement (a seam
-// absent, a configuration the target cannot take) and stops the scenario.
-func (w *World) Block(reason string) error { return w.setOutcome(Blocked, reason) }
+// Settle is settle for code that runs a step's body outside the catalog
+// (tests of the World itself).
+func (w *World) Settle(err error) error { return w.settle(err) }
 
-// Inapplicable records that the condition cannot arise on this host.
-func (w *World) Inapplicable(reason string) error { return w.setOutcome(Inapplicable, reason) }
+// Block returns a Blocked error: the suite cannot witness the requirement.
+func (w *World) Block(cause verdict.Cause, format string, a ...any) error {
+	return Block(cause, format, a...)
+}
 
-// Assert counts one assertion and fails the step when ok is false.
+// Inapplicable says the condition cannot arise on this host.
+func (w *World) Inapplicable(reason string) error { return &NotApplicable{Reason: reason} }
+
+// Observe records that the scenario saw something the host sent or did
+// other than through World's own exchanges (an AGTP frame, an event-stream
+// frame, a request at a fake the suite runs, a log line). r, when non-nil,
+// becomes the exchange a failure is reported with.
+func (w *World) Observe(r *Response) {
+	w.mu.Lock()
+	w.observations++
+	if r != nil {
+		w.seen = r
+	}
+	w.mu.Unlock()
+}
+
+// Assert counts one assertion and returns the host's Failure when ok is
+// false; the message says what was expected and what the host sent.
 func (w *World) Assert(ok bool, format string, args ...any) error {
 	w.mu.Lock()
-	w.assertions++
+	if w.observations > 0 {
+		w.assertions++
+	}
+	seen := w.seen
 	w.mu.Unlock()
 	if !ok {
-		return fmt.Errorf(format, args...)
+		return &Failure{Msg: fmt.Sprintf(format, args...), Exchange: seen}
 	}
 	return nil
 }
@@ -134,13 +192,14 @@ func (w *World) Assert(ok bool, format string, args ...any) error {
 // Set and Get keep named values ("the preflight id") between steps.
 func (w *World) Set(name, value string) { w.mu.Lock(); w.vars[name] = value; w.mu.Unlock() }
 
-// Get returns a named value or an error naming what is missing.
+// Get returns a named value; a missing one is a scenario that uses a step
+// out of order.
 func (w *World) Get(name string) (string, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	v, ok := w.vars[name]
 	if !ok {
-		return "", fmt.Errorf("scenario error: no %q recorded by an earlier step", name)
+		return "", Fault("no %q recorded by an earlier step", name)
 	}
 	return v, nil
 }
@@ -152,7 +211,7 @@ func (w *World) Configure(family string, edit func(section map[string]any)) erro
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.current != nil {
-		return errors.New("scenario error: the host is already running; configure it before the first exchange")
+		return Fault("the host is already running; configure it before the first exchange")
 	}
 	if w.sections == nil {
 		w.sections = map[string]map[string]any{}
@@ -171,7 +230,7 @@ func (w *World) RequireSeams() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.current != nil {
-		return errors.New("scenario error: the host is already running; ask for seams before the first exchange")
+		return Fault("the host is already running; ask for seams before the first exchange")
 	}
 	w.seams = true
 	return nil
@@ -187,26 +246,19 @@ func (w *World) CallsBack() error {
 	h := w.current
 	w.mu.Unlock()
 	if h != nil && h.Isolated {
-		return w.Block(isolatedReason)
+		return Block(verdict.CauseTarget, isolatedReason)
 	}
 	return nil
 }
 
 const isolatedReason = "the host runs in a network namespace of its own (container target) and cannot reach the fake peers and destinations the suite runs on loopback; certify these requirements with the exec or refhost target"
 
-// Host returns the host the scenario drives, acquiring it from the target on
-// first use. A configuration the target cannot take blocks the scenario
-// instead of failing it.
-func (w *World) Host(ctx context.Context) (*target.Host, error) {
+// Config is the configuration the scenario's Given steps describe.
+func (w *World) Config() (target.Config, error) {
 	w.mu.Lock()
-	if w.current != nil {
-		h := w.current
-		w.mu.Unlock()
-		return h, nil
-	}
 	if len(w.sections) == 0 {
 		w.mu.Unlock()
-		return nil, errors.New("scenario error: no Given step described the host")
+		return target.Config{}, Fault("no Given step described the host")
 	}
 	fams := map[string]any{}
 	for k, v := range w.sections {
@@ -214,30 +266,66 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 	}
 	seams := w.seams
 	w.mu.Unlock()
-
 	cfg, err := target.NewConfig(fams, seams)
 	if err != nil {
-		return nil, err
+		return target.Config{}, Fault("the host configuration does not encode: %v", err)
 	}
 	// Implementers build hosts to schemas/host-config.json: a step that asks
 	// for something the schema does not describe is a suite fault.
 	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
-		return nil, fmt.Errorf("scenario error: the host configuration %s does not satisfy schemas/host-config.json: %v", cfg.JSON(), err)
+		return target.Config{}, Fault("the host configuration %s does not satisfy schemas/host-config.json: %v", cfg.Digest(), err)
 	}
+	return cfg, nil
+}
+
+// Acquire asks the target for a host running cfg and says, by the error's
+// type, whose fault it is when there is none.
+func (w *World) Acquire(ctx context.Context, cfg target.Config) (*target.Host, error) {
 	h, err := w.Target.Acquire(ctx, cfg)
-	if errors.Is(err, target.ErrUnsatisfiable) {
-		return nil, w.Block(err.Error())
+	var (
+		se *target.StartError
+		de *target.DeclinedError
+	)
+	switch {
+	case err == nil:
+		return h, nil
+	case errors.As(err, &de):
+		return nil, Block(verdict.CauseDeclined, "the host declined configuration %s: %s", cfg.Digest(), de.Reason)
+	case errors.As(err, &se):
+		return nil, &Failure{NotStarted: true, Msg: se.Error()}
+	case errors.Is(err, target.ErrUnsatisfiable):
+		return nil, Block(verdict.CauseTarget, "%v", err)
+	case ctx.Err() != nil:
+		return nil, Fault("the run was interrupted while starting a host: %v", err)
+	default:
+		return nil, Fault("the %s target could not start a host for configuration %s: %v", w.Target.Kind(), cfg.Digest(), err)
 	}
+}
+
+// Host returns the host the scenario drives, acquiring it from the target on
+// first use.
+func (w *World) Host(ctx context.Context) (*target.Host, error) {
+	w.mu.Lock()
+	if w.current != nil {
+		h := w.current
+		w.mu.Unlock()
+		return h, nil
+	}
+	w.mu.Unlock()
+	cfg, err := w.Config()
 	if err != nil {
-		// Not an observation of any requirement: the suite could not witness.
-		return nil, w.Block(fmt.Sprintf("the target could not start a host with configuration %s: %v", cfg.JSON(), err))
+		return nil, err
+	}
+	h, err := w.Acquire(ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
 	w.mu.Lock()
 	w.current = h
 	callsBack := w.callsBack
 	w.mu.Unlock()
 	if callsBack && h.Isolated {
-		return nil, w.Block(isolatedReason)
+		return nil, Block(verdict.CauseTarget, isolatedReason)
 	}
 	return h, nil
 }

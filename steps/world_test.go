@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // hostAt makes a World whose target is a url host at u.
@@ -18,7 +20,7 @@ func hostAt(t *testing.T, u string) (*World, context.Context) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewWorld(&target.URL{HTTP: u, Declared: cfg})
+	w := NewWorld(&target.URL{HTTP: u, Declared: cfg}, Scenario{})
 	if err := w.Configure("contractrefine", func(map[string]any) {}); err != nil {
 		t.Fatal(err)
 	}
@@ -66,26 +68,36 @@ func TestAFloodingHostIsCutOff(t *testing.T) {
 
 func TestAnUnsatisfiableConfigurationBlocks(t *testing.T) {
 	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{"mode": "a"}}, false)
-	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg})
+	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}, Scenario{})
 	_ = w.Configure("contractrefine", func(m map[string]any) { m["mode"] = "b" })
-	if _, err := w.Host(context.Background()); err == nil {
+	_, err := w.Host(context.Background())
+	if err == nil {
 		t.Fatal("want an error")
 	}
-	if o := w.Outcome(); o == nil || o.Verdict != Blocked {
-		t.Fatalf("want blocked, got %+v", o)
+	_ = w.Settle(err)
+	if o := w.Outcome(); o == nil || o.Verdict != verdict.Blocked || o.Cause != verdict.CauseTarget {
+		t.Fatalf("want blocked (target-cannot-provide), got %+v", o)
 	}
 }
 
-func TestAssertCountsAndFails(t *testing.T) {
-	w := NewWorld(nil)
-	if err := w.Assert(true, "fine"); err != nil {
+func TestAssertCountsOnlyAfterObservingTheHostAndFailsAsTheHosts(t *testing.T) {
+	w := NewWorld(nil, Scenario{})
+	ok := 1 == 1
+	if err := w.Assert(ok, "fine"); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Assert(false, "broken %d", 7); err == nil || err.Error() != "broken 7" {
-		t.Fatalf("got %v", err)
+	if w.Assertions() != 0 {
+		t.Fatalf("an assertion before anything was observed of the host counted")
+	}
+	w.Observe(&Response{Method: "GET", URL: "/", Status: 200})
+	_ = w.Assert(ok, "fine")
+	err := w.Assert(!ok, "broken %d", 7)
+	var f *Failure
+	if !errors.As(err, &f) || f.Msg != "broken 7" || f.Exchange == nil {
+		t.Fatalf("want a Failure naming the exchange, got %#v", err)
 	}
 	if w.Assertions() != 2 {
-		t.Fatalf("counted %d assertions", w.Assertions())
+		t.Fatalf("counted %d assertions, want 2", w.Assertions())
 	}
 }
 
@@ -105,10 +117,11 @@ func TestIsUUIDv4(t *testing.T) {
 
 func TestAConfigurationOutsideTheSchemaIsASuiteFault(t *testing.T) {
 	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
-	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg})
+	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}, Scenario{})
 	_ = w.Configure("contractrefine", func(m map[string]any) { m["moed"] = "enforce" })
 	_, err := w.Host(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "scenario error") {
+	var f *SuiteFault
+	if !errors.As(err, &f) || !strings.Contains(f.Msg, "host-config.json") {
 		t.Fatalf("want a suite fault naming the schema, got %v", err)
 	}
 }
@@ -129,7 +142,7 @@ func (t *isolatedTarget) Acquire(ctx context.Context, cfg target.Config) (*targe
 func TestACallbackScenarioIsBlockedOnAnIsolatedHost(t *testing.T) {
 	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
 	for _, order := range []string{"callback first", "host first"} {
-		w := NewWorld(&isolatedTarget{target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}})
+		w := NewWorld(&isolatedTarget{target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}}, Scenario{})
 		_ = w.Configure("contractrefine", func(map[string]any) {})
 		var err error
 		if order == "callback first" {
@@ -141,7 +154,8 @@ func TestACallbackScenarioIsBlockedOnAnIsolatedHost(t *testing.T) {
 			}
 			err = w.CallsBack()
 		}
-		if o := w.Outcome(); err == nil || o == nil || o.Verdict != Blocked {
+		_ = w.Settle(err)
+		if o := w.Outcome(); err == nil || o == nil || o.Verdict != verdict.Blocked || o.Cause != verdict.CauseTarget {
 			t.Fatalf("%s: want blocked, got %v / %+v", order, err, o)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -66,10 +67,21 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error,
 	}
 	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
 	if err != nil {
-		if c != nil {
-			_ = c.Terminate(context.Background())
+		if c == nil {
+			// No container was created: the engine or the image is at
+			// fault, not the host.
+			return nil, nil, fmt.Errorf("%w: container target: cannot create a container of %s: %v", ErrUnsatisfiable, t.Image, err)
 		}
-		return nil, nil, fmt.Errorf("container target: start %s: %w", t.Image, err)
+		// The container was created, so the host itself did not come up:
+		// it exited, or printed no ready line in time.
+		var lines []string
+		if rc, lerr := c.Logs(context.Background()); lerr == nil {
+			all, _ := io.ReadAll(io.LimitReader(rc, 1<<20))
+			rc.Close()
+			lines = tailLines(strings.Split(strings.TrimRight(string(all), "\n"), "\n"), 20)
+		}
+		_ = c.Terminate(context.Background())
+		return nil, nil, &StartError{Config: cfg.Digest(), Reason: fmt.Sprintf("the container did not print its ready line: %v", err), Stderr: lines}
 	}
 	stop := func() error { return c.Terminate(context.Background()) }
 	// The engine runs on this machine and publishes ports on every

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,10 +19,13 @@ import (
 
 // ReadyLine is what an exec host prints on stdout once it serves, one JSON
 // object on one line; docs/host-interface.md describes the adapter contract.
+// A host that does not support a configuration prints
+// {"parley":"declined","reason":"..."} instead and exits 0.
 type ReadyLine struct {
-	Parley string `json:"parley"` // always "ready"
+	Parley string `json:"parley"` // "ready" or "declined"
 	HTTP   string `json:"http,omitempty"`
 	AGTP   string `json:"agtp,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Exec starts an implementer's command once per configuration: the suite
@@ -47,6 +53,9 @@ func NewExec(command string) (*Exec, error) {
 	return t, nil
 }
 
+// maxReasonBytes bounds the reason of a declined line that is kept.
+const maxReasonBytes = 2 << 10
+
 func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, error) {
 	path := filepath.Join(t.dir, strings.TrimPrefix(cfg.Digest(), "sha256:")[:16]+".json")
 	if err := os.WriteFile(path, cfg.JSON(), 0o600); err != nil {
@@ -56,11 +65,18 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, erro
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	logs := &lineLog{}
 	cmd.Stderr = logs
-	stdout, err := cmd.StdoutPipe()
+	// An *os.File of our own, not StdoutPipe: Wait would close that pipe as
+	// soon as the shell exits and lose a line still unread (a declined line
+	// printed just before exit 0).
+	stdout, pw, err := os.Pipe()
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdout = pw
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		stdout.Close()
 		return nil, nil, fmt.Errorf("exec target: start %q: %w", t.Command, err)
 	}
 	exited := make(chan error, 1)
@@ -74,50 +90,136 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, erro
 		}
 		return nil
 	}
-	ready := make(chan ReadyLine, 1)
+	first := make(chan ReadyLine, 1)
+	readerDone := make(chan struct{})
 	go func() {
+		defer close(readerDone)
+		defer stdout.Close()
 		sc := bufio.NewScanner(stdout)
 		sc.Buffer(make([]byte, 64<<10), 64<<10)
 		sent := false
 		for sc.Scan() {
 			line := sc.Bytes()
 			var r ReadyLine
-			if !sent && json.Unmarshal(line, &r) == nil && r.Parley == "ready" {
-				ready <- r
+			if !sent && json.Unmarshal(line, &r) == nil && (r.Parley == "ready" || r.Parley == "declined") {
+				first <- r
 				sent = true
 				continue
 			}
 			_, _ = logs.Write(append(line, '\n'))
 		}
+		// Drain whatever a host floods past the scanner's limit, so that it
+		// never blocks on a full pipe.
+		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	go func() { exited <- cmd.Wait() }()
 
+	failed := func(reason string) (*Host, func() error, error) {
+		return nil, nil, &StartError{Config: cfg.Digest(), Reason: reason, Stderr: tailLines(logs.snapshot(), 20)}
+	}
 	timer := time.NewTimer(t.StartTimeout)
 	defer timer.Stop()
 	select {
-	case r := <-ready:
+	case r := <-first:
+		if r.Parley == "declined" {
+			return t.declined(cfg, r, exited, stop, logs)
+		}
 		if r.HTTP == "" && r.AGTP == "" {
 			_ = stop()
-			return nil, nil, errors.New(`exec target: the ready line names no endpoint (want {"parley":"ready","http":"http://…"})`)
+			return failed(`its ready line names no endpoint (want {"parley":"ready","http":"http://…"})`)
+		}
+		if msg := checkEndpoints(r); msg != "" {
+			_ = stop()
+			return failed(msg)
 		}
 		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, Config: cfg, logs: logs.snapshot}, stop, nil
 	case err := <-exited:
 		exited <- err
-		return nil, nil, fmt.Errorf("exec target: %q exited before printing its ready line (%v); its stderr:\n%s", t.Command, err, tail(logs.snapshot(), 20))
+		// What it printed before exiting may still be in the pipe.
+		select {
+		case r := <-first:
+			if r.Parley == "declined" {
+				return t.declined(cfg, r, exited, stop, logs)
+			}
+			return failed(fmt.Sprintf("it exited (%v) right after its ready line", exitStatus(err)))
+		case <-readerDone:
+		case <-time.After(2 * time.Second):
+		}
+		select {
+		case r := <-first:
+			if r.Parley == "declined" {
+				return t.declined(cfg, r, exited, stop, logs)
+			}
+		default:
+		}
+		return failed(fmt.Sprintf("it exited (%v) before printing its ready line", exitStatus(err)))
 	case <-timer.C:
 		_ = stop()
-		return nil, nil, fmt.Errorf(`exec target: %q printed no ready line ({"parley":"ready",...}) within %s; its stderr:\n%s`, t.Command, t.StartTimeout, tail(logs.snapshot(), 20))
+		return failed(fmt.Sprintf(`it printed no ready line ({"parley":"ready",...}) within %s`, t.StartTimeout))
 	case <-ctx.Done():
 		_ = stop()
 		return nil, nil, ctx.Err()
 	}
 }
 
-func tail(lines []string, n int) string {
+// declined waits for a host that declined a configuration to exit: exiting 0
+// is a decline, anything else is a host that failed to start.
+func (t *Exec) declined(cfg Config, r ReadyLine, exited chan error, stop func() error, logs *lineLog) (*Host, func() error, error) {
+	reason := strings.TrimSpace(r.Reason)
+	if len(reason) > maxReasonBytes {
+		reason = reason[:maxReasonBytes] + "…"
+	}
+	select {
+	case err := <-exited:
+		exited <- err
+		if err != nil {
+			return nil, nil, &StartError{Config: cfg.Digest(), Reason: fmt.Sprintf("it printed a declined line but exited %v (a decline exits 0)", exitStatus(err)), Stderr: tailLines(logs.snapshot(), 20)}
+		}
+		if reason == "" {
+			return nil, nil, &StartError{Config: cfg.Digest(), Reason: "it declined the configuration without a reason (a declined line carries one)"}
+		}
+		return nil, nil, &DeclinedError{Config: cfg.Digest(), Reason: reason}
+	case <-time.After(5 * time.Second):
+		_ = stop()
+		return nil, nil, &StartError{Config: cfg.Digest(), Reason: "it printed a declined line but did not exit within 5 s", Stderr: tailLines(logs.snapshot(), 20)}
+	}
+}
+
+// checkEndpoints rejects a ready line whose addresses the suite cannot use.
+func checkEndpoints(r ReadyLine) string {
+	if r.HTTP != "" {
+		u, err := url.Parse(r.HTTP)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Sprintf("its ready line's http %q is not an http(s) base URL", r.HTTP)
+		}
+	}
+	if r.AGTP != "" {
+		if _, _, err := net.SplitHostPort(r.AGTP); err != nil {
+			return fmt.Sprintf("its ready line's agtp %q is not host:port", r.AGTP)
+		}
+	}
+	return ""
+}
+
+func exitStatus(err error) string {
+	if err == nil {
+		return "status 0"
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by " + ws.Signal().String()
+		}
+		return fmt.Sprintf("status %d", ee.ExitCode())
+	}
+	return err.Error()
+}
+
+func tailLines(lines []string, n int) []string {
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}
-	return strings.Join(lines, "\n")
+	return lines
 }
 
 func (t *Exec) Kind() string { return "exec" }

@@ -26,7 +26,9 @@ func NewRefhost() *Refhost {
 			Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		})
 		if err != nil {
-			return nil, nil, err
+			// The reference host is the host under test: a configuration it
+			// cannot start with is its failure, like any host's.
+			return nil, nil, &StartError{Config: cfg.Digest(), Reason: err.Error(), Stderr: tailLines(logs.snapshot(), 20)}
 		}
 		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, Config: cfg, logs: logs.snapshot}, h.Close, nil
 	}

@@ -3,12 +3,47 @@ package target
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 )
 
-// ErrUnsatisfiable marks a configuration the target cannot take. Scenarios
-// that need it are blocked, not failed: the host was never asked.
+// ErrUnsatisfiable marks a configuration the target cannot take, or a host
+// the target cannot give for a reason that is neither the host's nor the
+// suite's (a url host declares another configuration, no container engine
+// answers). Scenarios that need it are blocked, not failed: the host was
+// never asked.
 var ErrUnsatisfiable = errors.New("the target cannot take this configuration")
+
+// StartError is a host that did not start with a configuration: it exited,
+// crashed, or printed no ready line in time. It is the host's failure.
+type StartError struct {
+	// Config is the digest of the configuration the host was given.
+	Config string
+	// Reason says what happened ("exited with status 1 before its ready line").
+	Reason string
+	// Stderr is the last lines the host wrote, when the target saw them.
+	Stderr []string
+}
+
+func (e *StartError) Error() string {
+	msg := "the host did not start with this configuration: " + e.Reason
+	if len(e.Stderr) > 0 {
+		msg += "; its last log lines:\n  " + strings.Join(e.Stderr, "\n  ")
+	}
+	return msg + "\n(configuration " + e.Config + ")"
+}
+
+// DeclinedError is a host that said it does not support a configuration (an
+// exec host's declined line). The scenarios that need it are blocked with
+// the host's reason.
+type DeclinedError struct {
+	Config string
+	Reason string
+}
+
+func (e *DeclinedError) Error() string {
+	return "the host declined configuration " + e.Config + ": " + e.Reason
+}
 
 // Host is a running host as the suite reaches it.
 type Host struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/parley-conformance/parley/evidence"
 	"github.com/parley-conformance/parley/refhost"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // The test binary doubles as the parley command when PARLEY_AS_MAIN is set,
@@ -141,20 +142,86 @@ func TestExecTargetCertifiesTheRefhostAsAnExternalHost(t *testing.T) {
 	}
 }
 
-// TestAHostThatNeverStartsIsBlockedNotPassed: a command that exits without
-// its ready line blocks every scenario; --strict turns that into a failure.
-func TestAHostThatNeverStartsIsBlockedNotPassed(t *testing.T) {
+// TestAHostThatNeverStartsFailsEveryRequirement: a host that exits without
+// its ready line is the host's failure, for every requirement it was asked
+// to serve, never a blocked (and never a green) run.
+func TestAHostThatNeverStartsFailsEveryRequirement(t *testing.T) {
 	out := t.TempDir()
-	args := []string{"run", "--quiet", "--target", "exec", "--exec", "echo not ready; exit 3 #", "--tags", slice, "--out", out}
-	if code := execute(args); code != exitOK {
-		t.Fatalf("a blocked run without --strict exited %d", code)
+	if code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", "/bin/false", "--out", out}); code != exitFailed {
+		t.Fatalf("a host that never starts: exit %d, want %d", code, exitFailed)
 	}
 	st := readStatement(t, out)
-	if st.Predicate.Totals.Blocked != st.Predicate.Totals.Requirements || st.Predicate.Totals.Requirements == 0 {
-		t.Fatalf("want every requirement blocked: %+v", st.Predicate.Totals)
+	tot := st.Predicate.Totals
+	if tot.Requirements == 0 || tot.ExecutedFail != tot.Requirements {
+		t.Fatalf("want every requirement executed-fail: %+v", tot)
 	}
-	if code := execute(append(args, "--strict")); code != exitFailed {
-		t.Fatalf("a blocked run with --strict exited %d, want %d", code, exitFailed)
+	for _, r := range st.Predicate.Requirements {
+		if !strings.Contains(r.Detail, "the host did not start with this configuration") {
+			t.Fatalf("%s: the detail does not say the host did not start: %s", r.ID, r.Detail)
+		}
+	}
+}
+
+// declining writes an adapter that declines every configuration with seams
+// and runs the reference host for the rest.
+func declining(t *testing.T, all bool) string {
+	t.Helper()
+	script := filepath.Join(t.TempDir(), "adapter.sh")
+	cond := `grep -q '"seams":true' "$1"`
+	if all {
+		cond = "true"
+	}
+	body := "if " + cond + "; then echo '{\"parley\":\"declined\",\"reason\":\"this host has no test seams\"}'; exit 0; fi\nexec env " + self(t) + " refhost \"$1\"\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return "sh " + script
+}
+
+// TestADeclinedConfigurationIsBlockedWithItsReason: an adapter that declines
+// a configuration blocks the scenarios that need it, with its reason; that
+// fails the run unless a partial certification is asked for, which the
+// bundle records.
+func TestADeclinedConfigurationIsBlockedWithItsReason(t *testing.T) {
+	adapter := declining(t, false)
+	out := t.TempDir()
+	args := []string{"run", "--quiet", "--target", "exec", "--exec", adapter, "--tags", slice, "--out", out}
+	if code := execute(args); code != exitFailed {
+		t.Fatalf("a run with declined configurations exited %d, want %d", code, exitFailed)
+	}
+	st := readStatement(t, out)
+	var blocked int
+	for _, r := range st.Predicate.Requirements {
+		switch r.Result {
+		case verdict.Blocked:
+			blocked++
+			if r.Cause != verdict.CauseDeclined || !strings.Contains(r.Detail, "this host has no test seams") {
+				t.Errorf("%s: blocked as %s (%s), want configuration-declined with the host's reason", r.ID, r.Cause, r.Detail)
+			}
+		case verdict.ExecutedPass:
+		default:
+			t.Errorf("%s: %s (%s)", r.ID, r.Result, r.Detail)
+		}
+	}
+	if blocked == 0 || st.Predicate.AllowBlocked {
+		t.Fatalf("want some blocked requirements and no allowBlocked in the bundle: %+v", st.Predicate.Totals)
+	}
+	if code := execute(append(args, "--allow-blocked")); code != exitOK {
+		t.Fatalf("with --allow-blocked: exit %d, want %d", code, exitOK)
+	}
+	if st := readStatement(t, out); !st.Predicate.AllowBlocked {
+		t.Fatal("the bundle of an --allow-blocked run does not record it")
+	}
+}
+
+// TestARunThatWitnessesNothingNeverSucceeds: when every configuration is
+// declined nothing was witnessed, and even --allow-blocked does not make
+// that a certification.
+func TestARunThatWitnessesNothingNeverSucceeds(t *testing.T) {
+	out := t.TempDir()
+	code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", declining(t, true), "--tags", slice, "--out", out, "--allow-blocked"})
+	if code != exitIncomplete {
+		t.Fatalf("a run that witnessed nothing exited %d, want %d", code, exitIncomplete)
 	}
 }
 

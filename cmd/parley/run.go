@@ -20,27 +20,28 @@ import (
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/schemas"
-	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 type runFlags struct {
-	target      string
-	execCmd     string
-	image       string
-	url         string
-	agtp        string
-	hostConfig  string
-	tags        string
-	profiles    []string
-	out         string
-	formats     []string
-	key         string
-	seed        int64
-	concurrency int
-	strict      bool
-	subject     string
-	quiet       bool
+	target       string
+	execCmd      string
+	image        string
+	url          string
+	agtp         string
+	hostConfig   string
+	tags         string
+	profiles     []string
+	out          string
+	formats      []string
+	key          string
+	seed         int64
+	concurrency  int
+	allowBlocked bool
+	strict       bool
+	subject      string
+	quiet        bool
 }
 
 var allFormats = []string{"bundle", "junit", "cucumber", "html"}
@@ -85,7 +86,9 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 	fl.StringVar(&f.key, "key", "", "ed25519 private key to sign with (from `parley keygen`); default: an ephemeral key, and the bundle says so")
 	fl.Int64Var(&f.seed, "seed", 0, "scenario order seed (default: random, printed)")
 	fl.IntVar(&f.concurrency, "concurrency", 4, "scenarios run at once")
-	fl.BoolVar(&f.strict, "strict", false, "a blocked requirement fails the run")
+	fl.BoolVar(&f.allowBlocked, "allow-blocked", false, "accept blocked requirements (a partial certification): exit 0 when nothing failed; the bundle records it")
+	fl.BoolVar(&f.strict, "strict", false, "")
+	_ = fl.MarkDeprecated("strict", "blocked requirements now fail the run by default; --allow-blocked accepts them")
 	fl.StringVar(&f.subject, "subject", "", "name the host build certified, as NAME=sha256:HEX (default: derived from the target)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no per-scenario progress lines")
 	return c
@@ -243,7 +246,7 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 	}
 
 	pub := priv.Public().(ed25519.PublicKey)
-	st := evidence.Build(reg, corpus, res, tgt, f.strict, evidence.SigningInfo{KeyID: evidence.KeyID(pub), Ephemeral: ephemeral})
+	st := evidence.Build(reg, corpus, res, tgt, f.allowBlocked, evidence.SigningInfo{KeyID: evidence.KeyID(pub), Ephemeral: ephemeral})
 	var written []string
 	write := func(name string, fn func(io.Writer) error) error {
 		path := filepath.Join(f.out, name)
@@ -291,25 +294,36 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 		}
 	}
 
-	return summarize(stdout, st, reg, res.Seed, written, f.strict, ephemeral)
+	return summarize(stdout, st, reg, res, written, f.allowBlocked, ephemeral)
 }
 
-func summarize(w io.Writer, st evidence.Statement, reg *scenarios.Registry, seed int64, written []string, strict, ephemeral bool) error {
+// summarize prints the totals, the root causes first (a failure that blocked
+// other requirements' setups), then every failed and blocked requirement,
+// and decides the exit code: 0 only when every selected requirement is
+// executed-pass, inapplicable or registered unwitnessable (blocked too,
+// under --allow-blocked); 3 when parley itself faulted or witnessed nothing.
+func summarize(w io.Writer, st evidence.Statement, reg *scenarios.Registry, res *runner.Result, written []string, allowBlocked, ephemeral bool) error {
 	t := st.Predicate.Totals
 	fmt.Fprintf(w, "\nparley: %d requirements: %d executed-pass, %d executed-fail, %d blocked, %d skipped, %d inapplicable (seed %d)\n",
-		t.Requirements, t.ExecutedPass, t.ExecutedFail, t.Blocked, t.Skipped, t.Inapplicable, seed)
-	failed := false
+		t.Requirements, t.ExecutedPass, t.ExecutedFail, t.Blocked, t.Skipped, t.Inapplicable, res.Seed)
+	if roots := verdict.RootCauses(st.Predicate.Requirements); len(roots) > 0 {
+		fmt.Fprintln(w, "  root causes (fix these first; the requirements they block follow):")
+		for _, r := range roots {
+			fmt.Fprintf(w, "  ROOT     %s\n", r)
+		}
+	}
+	failed, blocked := false, false
 	for _, r := range st.Predicate.Requirements {
 		e, _ := reg.Lookup(r.ID)
 		switch {
-		case r.Result == steps.ExecutedFail && e.Scored():
+		case r.Result == verdict.ExecutedFail && e.Scored():
 			failed = true
 			fmt.Fprintf(w, "  FAIL     %s\n           %s\n", r.ID, firstLine(r.Detail))
-		case r.Result == steps.Blocked:
-			if strict && e.Scored() {
-				failed = true
+		case r.Result == verdict.Blocked:
+			if e.Scored() {
+				blocked = true
 			}
-			fmt.Fprintf(w, "  BLOCKED  %s\n           %s\n", r.ID, firstLine(r.Detail))
+			fmt.Fprintf(w, "  BLOCKED  %s (%s)\n           %s\n", r.ID, r.Cause, firstLine(r.Detail))
 		}
 	}
 	for _, p := range written {
@@ -318,8 +332,18 @@ func summarize(w io.Writer, st evidence.Statement, reg *scenarios.Registry, seed
 	if ephemeral {
 		fmt.Fprintln(w, "  the bundle is signed with an ephemeral key (ephemeral.pub): it proves integrity, not who ran it; sign with --key for that")
 	}
-	if failed {
-		return &exitError{exitFailed, errors.New("some scored requirements did not pass")}
+	if faults := res.SuiteFaults(); len(faults) > 0 {
+		return &exitError{exitIncomplete, fmt.Errorf("parley itself faulted in %d scenario(s) (a bug in the suite, not in the host; please report it): first at %s:%d: %s",
+			len(faults), faults[0].URI, faults[0].Line, firstLine(faults[0].Detail))}
+	}
+	if !res.Executed() {
+		return &exitError{exitIncomplete, errors.New("no requirement was witnessed (every selected one was blocked, skipped or inapplicable): nothing is certified")}
+	}
+	switch {
+	case failed:
+		return &exitError{exitFailed, errors.New("some scored requirements failed")}
+	case blocked && !allowBlocked:
+		return &exitError{exitFailed, errors.New("some scored requirements are blocked: the host is not certified for them (--allow-blocked accepts a partial certification, and the bundle records it)")}
 	}
 	return nil
 }

@@ -8,18 +8,22 @@
 # writes the host's TOML and TLS material to files, starts the host (its
 # binary: $AGTP_HOST, default agtp-toml-host from docs/examples), and lets the
 # host print the ready line. parley stops it with SIGTERM to the process
-# group. Needs jq.
+# group. A configuration the host cannot take is declined with one line on
+# stdout and exit status 0: the scenarios that need it are then blocked with
+# the reason, not failed. Needs jq.
 set -eu
 cfg="$1"
 host="${AGTP_HOST:-agtp-toml-host}"
 
+decline() {
+	jq -cn --arg reason "$1" '{parley: "declined", reason: $reason}'
+	exit 0
+}
 if [ "$(jq -r '.seams // false' "$cfg")" = "true" ]; then
-	echo "agtp-exec-adapter: this host has no test seams" >&2
-	exit 3
+	decline "this host has no test seams"
 fi
 if ! jq -e '.agtp.toml' "$cfg" >/dev/null; then
-	echo "agtp-exec-adapter: the configuration has no agtp section" >&2
-	exit 3
+	decline "the configuration has no agtp section"
 fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/parley-agtp.XXXXXX")

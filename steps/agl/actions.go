@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cucumber/godog"
-
 	"github.com/parley-conformance/parley/refhost/agl/fakemail"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // action is a proposal or dispatch body as a model adapter would send it.
@@ -108,7 +107,7 @@ func (s *state) noteProposal(r *steps.Response, args any) {
 
 func (s *state) requestApproval(ctx context.Context, ttl int) error {
 	if s.prop == nil {
-		return errors.New("scenario error: no proposal to request approval for")
+		return steps.Fault("no proposal to request approval for")
 	}
 	m, err := got(s.do(ctx, http.MethodPost, api+"/proposals/"+str(s.prop, "proposal_id")+"/approval-requests", roleNone,
 		map[string]any{"ttl_seconds": ttl})).want(201)
@@ -122,7 +121,7 @@ func (s *state) requestApproval(ctx context.Context, ttl int) error {
 
 func (s *state) decide(ctx context.Context, role, decision string, edit func(b map[string]any)) (*steps.Response, error) {
 	if s.requestID == "" {
-		return nil, errors.New("scenario error: no approval request")
+		return nil, steps.Fault("no approval request")
 	}
 	_, req, err := s.read(ctx, api+"/approval-requests/"+s.requestID, roleNone)
 	if err != nil {
@@ -160,7 +159,7 @@ func (s *state) approveSend(ctx context.Context, to string) error {
 
 func (s *state) approveProposal(ctx context.Context) error {
 	if s.prop == nil {
-		return fmt.Errorf("the proposal was refused: %s", steps.From(ctx).Last)
+		return fmt.Errorf("the proposal was refused: %s", steps.From(ctx).Last())
 	}
 	if err := s.requestApproval(ctx, 600); err != nil {
 		return err
@@ -291,7 +290,7 @@ func (s *state) seamFault(ctx context.Context, boundary, action string, extra ma
 		return err
 	}
 	if !h.Config.Seams() {
-		return errors.New(`scenario error: a fault needs "the AGL test seams are enabled" among the Given steps`)
+		return steps.Fault(`a fault needs "the AGL test seams are enabled" among the Given steps`)
 	}
 	body := map[string]any{"boundary": boundary, "action": action, "operation": sendOp, "count": 1}
 	for k, v := range extra {
@@ -301,18 +300,16 @@ func (s *state) seamFault(ctx context.Context, boundary, action string, extra ma
 	if err != nil {
 		return err
 	}
-	if r.Status == http.StatusNotFound {
-		return w.Block("the host has no fault seam at " + seamPath + "/faults")
+	switch r.Status {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return w.Block(verdict.CauseSeamAbsent, "the host has no fault seam at %s/faults (it answered %d)", seamPath, r.Status)
 	}
-	if r.Status != http.StatusCreated {
-		return w.Block(fmt.Sprintf("the host's fault seam refused %s/%s: %s", boundary, action, r))
-	}
-	return nil
+	return w.Assert(r.Status == http.StatusCreated, "the host's fault seam refused %s/%s: %s", boundary, action, r)
 }
 
 func (s *state) reconcile(ctx context.Context, second bool, role string, body map[string]any) error {
 	if s.opID == "" {
-		return errors.New("scenario error: no operation to reconcile")
+		return steps.Fault("no operation to reconcile")
 	}
 	r, err := s.call(ctx, second, http.MethodPost, api+"/operations/"+s.opID+"/reconcile", role, body, true)
 	_ = r
@@ -321,27 +318,27 @@ func (s *state) reconcile(ctx context.Context, second bool, role string, body ma
 
 var conditionPart = `(?:the operation is unknown to the host|the arguments are malformed|no grant is given|the agent's effect ceiling is empty|the permit was revoked)`
 
-func registerActions(sc *godog.ScenarioContext) {
+func registerActions(c *steps.Catalog) {
 	// Drafts.
-	sc.Step(`^the principal drafts an email to "([^"]*)"(?: without cc or priority)?$`, func(ctx context.Context, to string) error {
+	c.When(`^the principal drafts an email to "([^"]*)"(?: without cc or priority)?$`, func(ctx context.Context, to string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
 		return s.createDraft(ctx, s.me.mailbox, to)
 	})
-	sc.Step(`^the principal drafts an email from another mailbox to "([^"]*)"$`, func(ctx context.Context, to string) error {
+	c.When(`^the principal drafts an email from another mailbox to "([^"]*)"$`, func(ctx context.Context, to string) error {
 		return st(ctx).createDraft(ctx, "someone-else@example.com", to)
 	})
-	sc.Step(`^the principal edits the draft$`, func(ctx context.Context) error {
+	c.When(`^the principal edits the draft$`, func(ctx context.Context) error {
 		_, err := st(ctx).editDraft(ctx)
 		return err
 	})
-	sc.Step(`^the draft was edited$`, func(ctx context.Context) error {
+	c.When(`^the draft was edited$`, func(ctx context.Context) error {
 		_, err := got(st(ctx).editDraft(ctx)).want(200)
 		return err
 	})
-	sc.Step(`^the send names the draft's edited revision$`, func(ctx context.Context) error {
+	c.When(`^the send names the draft's edited revision$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if _, err := got(s.editDraft(ctx)).want(200); err != nil {
 			return err
@@ -351,12 +348,12 @@ func registerActions(sc *godog.ScenarioContext) {
 	})
 
 	// Proposals and approvals.
-	sc.Step(`^the agent proposes sending the draft$`, func(ctx context.Context) error {
+	c.When(`^the agent proposes sending the draft$`, func(ctx context.Context) error {
 		s := st(ctx)
 		_, err := s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
 		return err
 	})
-	sc.Step(`^the agent proposes sending (a handle it made up|the draft's resource id instead of its handle|another principal's draft handle)$`, func(ctx context.Context, which string) error {
+	c.When(`^the agent proposes sending (a handle it made up|the draft's resource id instead of its handle|another principal's draft handle)$`, func(ctx context.Context, which string) error {
 		s := st(ctx)
 		var handle string
 		switch which {
@@ -374,23 +371,23 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.propose(ctx, sendOp, map[string]any{"draft": handle}, s.grant())
 		return err
 	})
-	sc.Step(`^the agent proposes sending the draft (\d+) times at once$`, func(ctx context.Context, n int) error {
+	c.When(`^the agent proposes sending the draft (\d+) times at once$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
 		return s.concurrently(ctx, n, false, api+"/proposals", s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
 	})
-	sc.Step(`^approval of the proposal is requested(?: for (\d+) seconds?)?$`, func(ctx context.Context, ttl string) error {
+	c.Then(`^approval of the proposal is requested(?: for (\d+) seconds?)?$`, func(ctx context.Context, ttl string) error {
 		n := 600
 		if ttl != "" {
 			fmt.Sscan(ttl, &n)
 		}
 		return st(ctx).requestApproval(ctx, n)
 	})
-	sc.Step(`^the resolver (grants|denies) the approval$`, func(ctx context.Context, verb string) error {
+	c.When(`^the resolver (grants|denies) the approval$`, func(ctx context.Context, verb string) error {
 		d := map[string]string{"grants": "granted", "denies": "denied"}[verb]
 		_, err := st(ctx).decide(ctx, roleResolver, d, nil)
 		return err
 	})
-	sc.Step(`^(the agent, with no credentials,|the agent, presenting its grant token,|the operator|the resolver, for an approver without the role,|the resolver, quoting another digest,) submits a granted decision for the request$`, func(ctx context.Context, who string) error {
+	c.Then(`^(the agent, with no credentials,|the agent, presenting its grant token,|the operator|the resolver, for an approver without the role,|the resolver, quoting another digest,) submits a granted decision for the request$`, func(ctx context.Context, who string) error {
 		s := st(ctx)
 		role, edit := roleResolver, func(map[string]any) {}
 		switch who {
@@ -408,10 +405,10 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.decide(ctx, role, "granted", edit)
 		return err
 	})
-	sc.Step(`^the principal has an approved send of a draft to "([^"]*)"$`, func(ctx context.Context, to string) error {
+	c.When(`^the principal has an approved send of a draft to "([^"]*)"$`, func(ctx context.Context, to string) error {
 		return st(ctx).approveSend(ctx, to)
 	})
-	sc.Step(`^the principal has an approved transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount int, to string) error {
+	c.When(`^the principal has an approved transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount int, to string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -421,7 +418,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		}
 		return s.approveProposal(ctx)
 	})
-	sc.Step(`^the agent proposes a transfer of (\d+) to "([^"]*)"(?: without a currency)?$`, func(ctx context.Context, amount int, to string) error {
+	c.When(`^the agent proposes a transfer of (\d+) to "([^"]*)"(?: without a currency)?$`, func(ctx context.Context, amount int, to string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -429,10 +426,10 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.propose(ctx, transferOp, s.transferArgs(amount, to), s.grant())
 		return err
 	})
-	sc.Step(`^the agent proposes the same transfer again with its members reordered and the amount written "([^"]*)"$`, func(ctx context.Context, amount string) error {
+	c.When(`^the agent proposes the same transfer again with its members reordered and the amount written "([^"]*)"$`, func(ctx context.Context, amount string) error {
 		s := st(ctx)
 		if len(s.props) == 0 {
-			return errors.New("scenario error: no earlier transfer proposal")
+			return steps.Fault("no earlier transfer proposal")
 		}
 		first, _ := steps.Lookup(s.props[0], "snapshot.arguments")
 		args, _ := first.(map[string]any)
@@ -448,60 +445,60 @@ func registerActions(sc *godog.ScenarioContext) {
 	})
 
 	// Dispatch.
-	sc.Step(`^the agent dispatches the approved (?:send|transfer)$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the approved (?:send|transfer)$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
 	})
-	sc.Step(`^the agent dispatches the approved transfer unchanged$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the approved transfer unchanged$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
 	})
-	sc.Step(`^the agent dispatches the approved send at the second host$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the approved send at the second host$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.dispatch(ctx, true, s.sendBody(dispatchMods{}))
 	})
-	sc.Step(`^the agent dispatches the approved send presenting (a grant token it made up|the grant's public id instead of its token|no grant at all)$`, func(ctx context.Context, which string) error {
+	c.When(`^the agent dispatches the approved send presenting (a grant token it made up|the grant's public id instead of its token|no grant at all)$`, func(ctx context.Context, which string) error {
 		s := st(ctx)
 		b := s.sendBody(dispatchMods{})
 		b["grant_token"] = map[string]string{"a grant token it made up": random("agt_"),
 			"the grant's public id instead of its token": s.me.grantID, "no grant at all": ""}[which]
 		return s.dispatch(ctx, false, b)
 	})
-	sc.Step(`^the agent dispatches the approved send presenting the permit id as its token$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the approved send presenting the permit id as its token$`, func(ctx context.Context) error {
 		s := st(ctx)
 		b := s.sendBody(dispatchMods{})
 		b["permit_token"] = s.permitID
 		return s.dispatch(ctx, false, b)
 	})
-	sc.Step(`^the agent dispatches the approved send with a permit token it made up$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the approved send with a permit token it made up$`, func(ctx context.Context) error {
 		s := st(ctx)
 		b := s.sendBody(dispatchMods{})
 		b["permit_token"] = random("apt_")
 		return s.dispatch(ctx, false, b)
 	})
-	sc.Step(`^the agent dispatches the approved (?:send|transfer) from a branch of a race$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the approved (?:send|transfer) from a branch of a race$`, func(ctx context.Context) error {
 		s := st(ctx)
 		b := s.sendBody(dispatchMods{})
 		b["context"] = map[string]any{"race": true}
 		return s.dispatch(ctx, false, b)
 	})
-	sc.Step(`^the agent dispatches the send of the draft without a permit$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the send of the draft without a permit$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.dispatch(ctx, false, s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
 	})
-	sc.Step(`^the agent dispatches the send of the draft with a granted decision it wrote itself$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the send of the draft with a granted decision it wrote itself$`, func(ctx context.Context) error {
 		s := st(ctx)
 		b := s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
 		b["decision"] = map[string]any{"decision": "granted", "approver": "carol", "role": "operator", "digest": str(s.prop, "digest")}
 		return s.dispatch(ctx, false, b)
 	})
-	sc.Step(`^the agent dispatches the edited draft with the earlier permit$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the edited draft with the earlier permit$`, func(ctx context.Context) error {
 		s := st(ctx)
 		b := s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
 		b["permit_token"] = s.permitToken
 		return s.dispatch(ctx, false, b)
 	})
-	sc.Step(`^the agent dispatches the approved transfer with the (amount|recipient|currency) changed to "([^"]*)"$`, func(ctx context.Context, member, value string) error {
+	c.When(`^the agent dispatches the approved transfer with the (amount|recipient|currency) changed to "([^"]*)"$`, func(ctx context.Context, member, value string) error {
 		s := st(ctx)
 		b := s.sendBody(dispatchMods{})
 		args := map[string]any{}
@@ -516,15 +513,15 @@ func registerActions(sc *godog.ScenarioContext) {
 		b["arguments"] = args
 		return s.dispatch(ctx, false, b)
 	})
-	sc.Step(`^the agent dispatches the approved send (\d+) times at once$`, func(ctx context.Context, n int) error {
+	c.When(`^the agent dispatches the approved send (\d+) times at once$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
 		return s.concurrently(ctx, n, false, api+"/dispatch", s.sendBody(dispatchMods{}))
 	})
-	sc.Step(`^the agent dispatches the approved send at both hosts at once, (\d+) times each$`, func(ctx context.Context, n int) error {
+	c.When(`^the agent dispatches the approved send at both hosts at once, (\d+) times each$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
 		return s.concurrently(ctx, 2*n, true, api+"/dispatch", s.sendBody(dispatchMods{}))
 	})
-	sc.Step(`^the agent starts dispatching the approved send$`, func(ctx context.Context) error {
+	c.When(`^the agent starts dispatching the approved send$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -537,20 +534,20 @@ func registerActions(sc *godog.ScenarioContext) {
 		}()
 		return nil
 	})
-	sc.Step(`^the dispatch finishes$`, func(ctx context.Context) error {
+	c.Then(`^the dispatch finishes$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if s.async == nil {
-			return errors.New("scenario error: no dispatch was started")
+			return steps.Fault("no dispatch was started")
 		}
 		res := <-s.async
 		if res.err != nil {
 			return res.err
 		}
-		steps.From(ctx).Last = res.r
+		steps.From(ctx).SetLast(res.r)
 		s.noteOperation(res.r)
 		return nil
 	})
-	sc.Step(`^the agent dispatches the approved send while the principal edits the draft$`, func(ctx context.Context) error {
+	c.When(`^the agent dispatches the approved send while the principal edits the draft$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -585,7 +582,7 @@ func registerActions(sc *godog.ScenarioContext) {
 	})
 
 	// Conditions a dispatch meets (several at once for the step-order rows).
-	sc.Step(`^(`+conditionPart+`(?:(?:, | and )`+conditionPart+`)*)$`, func(ctx context.Context, list string) error {
+	c.Then(`^(`+conditionPart+`(?:(?:, | and )`+conditionPart+`)*)$`, func(ctx context.Context, list string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -612,12 +609,12 @@ func registerActions(sc *godog.ScenarioContext) {
 		s.pendingMods = mods
 		return nil
 	})
-	sc.Step(`^the resolver revokes the permit$`, func(ctx context.Context) error {
+	c.When(`^the resolver revokes the permit$`, func(ctx context.Context) error {
 		s := st(ctx)
 		_, err := s.do(ctx, http.MethodPost, api+"/permits/"+s.permitID+"/revoke", roleResolver, nil)
 		return err
 	})
-	sc.Step(`^the permit has expired$`, func(ctx context.Context) error {
+	c.When(`^the permit has expired$`, func(ctx context.Context) error {
 		s := st(ctx)
 		exp, err := time.Parse(time.RFC3339Nano, str(s.decision, "permit.expires_at"))
 		if err != nil {
@@ -625,33 +622,33 @@ func registerActions(sc *godog.ScenarioContext) {
 		}
 		if d := time.Until(exp) + 150*time.Millisecond; d > 0 {
 			if d > 5*time.Second {
-				return fmt.Errorf("scenario error: the permit expires in %s", d)
+				return steps.Fault("the permit expires in %s", d)
 			}
 			time.Sleep(d)
 		}
 		return nil
 	})
-	sc.Step(`^the permit was already used$`, func(ctx context.Context) error {
+	c.When(`^the permit was already used$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
 			return err
 		}
-		_, err := got(steps.From(ctx).Last, nil).want(200)
+		_, err := got(steps.From(ctx).Last(), nil).want(200)
 		return err
 	})
-	sc.Step(`^the permit was used for a send that ended Unknown$`, func(ctx context.Context) error {
+	c.When(`^the permit was used for a send that ended Unknown$`, func(ctx context.Context) error {
 		s := st(ctx)
 		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultFailAfterEffect, Count: 1})
 		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
 			return err
 		}
-		m, err := got(steps.From(ctx).Last, nil).want(200)
+		m, err := got(steps.From(ctx).Last(), nil).want(200)
 		if err == nil && str(m, "state") != "Unknown" {
 			err = fmt.Errorf("the send did not end Unknown: %v", m)
 		}
 		return err
 	})
-	sc.Step(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message)$`, func(ctx context.Context, what string) error {
+	c.Then(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message)$`, func(ctx context.Context, what string) error {
 		s := st(ctx)
 		mode := map[string]string{
 			"reject the next message before any effect":                      fakemail.FaultReject,
@@ -661,13 +658,13 @@ func registerActions(sc *godog.ScenarioContext) {
 		s.mail.fake.Inject(fakemail.Fault{Mode: mode, Count: 1})
 		return nil
 	})
-	sc.Step(`^the host will fail to persist the next (claim|outcome)$`, func(ctx context.Context, what string) error {
+	c.Then(`^the host will fail to persist the next (claim|outcome)$`, func(ctx context.Context, what string) error {
 		return st(ctx).seamFault(ctx, map[string]string{"claim": "claim", "outcome": "completion"}[what], "fail", nil)
 	})
-	sc.Step(`^the host will pause for (\d+) ms at the external call$`, func(ctx context.Context, ms int) error {
+	c.Then(`^the host will pause for (\d+) ms at the external call$`, func(ctx context.Context, ms int) error {
 		return st(ctx).seamFault(ctx, "external_call", "delay", map[string]any{"delay_ms": ms})
 	})
-	sc.Step(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
+	c.Then(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
 		s := st(ctx)
 		boundary := map[string]string{"external call, before sending": "external_call", "completion, after the effect": "completion"}[where]
 		if err := s.seamFault(ctx, boundary, "halt", nil); err != nil {
@@ -676,16 +673,16 @@ func registerActions(sc *godog.ScenarioContext) {
 		s.crashArmed = true
 		return nil
 	})
-	sc.Step(`^the operator reconciles the operation( at the second host)? by asking the destination$`, func(ctx context.Context, second string) error {
+	c.When(`^the operator reconciles the operation( at the second host)? by asking the destination$`, func(ctx context.Context, second string) error {
 		return st(ctx).reconcile(ctx, second != "", roleOperator, map[string]any{"method": "receiver_lookup"})
 	})
-	sc.Step(`^the (operator|resolver) records that a human established the operation had (no effect|an effect)$`, func(ctx context.Context, who, what string) error {
+	c.Then(`^the (operator|resolver) records that a human established the operation had (no effect|an effect)$`, func(ctx context.Context, who, what string) error {
 		res := map[string]string{"no effect": "no_effect", "an effect": "completed"}[what]
 		return st(ctx).reconcile(ctx, false, who, map[string]any{"method": "human", "resolution": res, "actor": "dave (ops on call)"})
 	})
 
 	// Contracts, agents and grants.
-	sc.Step(`^the operator registers an email contract "([^"]*)" that quotes a made-up implementation fingerprint$`, func(ctx context.Context, name string) error {
+	c.When(`^the operator registers an email contract "([^"]*)" that quotes a made-up implementation fingerprint$`, func(ctx context.Context, name string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -695,7 +692,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, c)
 		return err
 	})
-	sc.Step(`^the operator registers the email contract again at version "([^"]*)" allowing (\d+) attempts$`, func(ctx context.Context, version string, n int) error {
+	c.When(`^the operator registers the email contract again at version "([^"]*)" allowing (\d+) attempts$`, func(ctx context.Context, version string, n int) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -703,7 +700,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, sendOp, version, n))
 		return err
 	})
-	sc.Step(`^the operator registers a transfer contract "([^"]*)" whose possible effects are "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
+	c.When(`^the operator registers a transfer contract "([^"]*)" whose possible effects are "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -711,21 +708,21 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, name, csv(effects)))
 		return err
 	})
-	sc.Step(`^the operator narrows the agent's tool set to "([^"]*)"$`, func(ctx context.Context, tools string) error {
+	c.When(`^the operator narrows the agent's tool set to "([^"]*)"$`, func(ctx context.Context, tools string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
 		return s.putAgent(ctx, s.me, csv(tools), []string{"external_write", "email_send", "financial_write"})
 	})
-	sc.Step(`^the operator sets the agent's effect ceiling to "([^"]*)"$`, func(ctx context.Context, ceiling string) error {
+	c.When(`^the operator sets the agent's effect ceiling to "([^"]*)"$`, func(ctx context.Context, ceiling string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
 		return s.putAgent(ctx, s.me, []string{sendOp, transferOp}, csv(ceiling))
 	})
-	sc.Step(`^(the agent, with no credentials,|the agent, presenting its own grant token,|the operator|the approval resolver) asks the host to issue a grant for the principal$`, func(ctx context.Context, who string) error {
+	c.Then(`^(the agent, with no credentials,|the agent, presenting its own grant token,|the operator|the approval resolver) asks the host to issue a grant for the principal$`, func(ctx context.Context, who string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -735,7 +732,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.do(ctx, http.MethodPost, api+"/grants", role, s.grantBody(s.me.principal, []string{sendOp, transferOp}, []string{"*"}, []string{"*"}, nil))
 		return err
 	})
-	sc.Step(`^the operator reads the principal's grant$`, func(ctx context.Context) error {
+	c.When(`^the operator reads the principal's grant$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -743,7 +740,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.do(ctx, http.MethodGet, api+"/grants/"+s.me.grantID, roleOperator, nil)
 		return err
 	})
-	sc.Step(`^the principal's grant is replaced by one that (covers another account|covers only the email operation|was issued to another principal|expired an hour ago|becomes valid in an hour)$`, func(ctx context.Context, how string) error {
+	c.When(`^the principal's grant is replaced by one that (covers another account|covers only the email operation|was issued to another principal|expired an hour ago|becomes valid in an hour)$`, func(ctx context.Context, how string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -774,7 +771,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		s.grantOverride = str(m, "grant_token")
 		return nil
 	})
-	sc.Step(`^the principal (?:delegates|has delegated) its grant to a helper (adding an operation|adding a mailbox|with every resource of a kind|expiring after the parent|for the transfer operation only, expiring sooner)$`, func(ctx context.Context, how string) error {
+	c.When(`^the principal (?:delegates|has delegated) its grant to a helper (adding an operation|adding a mailbox|with every resource of a kind|expiring after the parent|for the transfer operation only, expiring sooner)$`, func(ctx context.Context, how string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -810,10 +807,10 @@ func registerActions(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the helper's agent proposes (sending an email|a transfer of (\d+) to "([^"]*)") under the delegated grant$`, func(ctx context.Context, what, amount, to string) error {
+	c.Then(`^the helper's agent proposes (sending an email|a transfer of (\d+) to "([^"]*)") under the delegated grant$`, func(ctx context.Context, what, amount, to string) error {
 		s := st(ctx)
 		if s.helper == nil || s.helper.grantToken == "" {
-			return errors.New("scenario error: no delegated grant")
+			return steps.Fault("no delegated grant")
 		}
 		var op string
 		var args any
@@ -831,7 +828,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
 		return err
 	})
-	sc.Step(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
+	c.Then(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
 		s := st(ctx)
 		_, err := got(s.do(ctx, http.MethodPost, api+"/grants/"+s.me.grantID+"/revoke", roleAuthority, nil)).want(200)
 		return err

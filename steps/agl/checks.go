@@ -5,15 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/cucumber/godog"
 
 	"github.com/parley-conformance/parley/steps"
 )
@@ -80,7 +77,7 @@ func (s *state) expectMessages(ctx context.Context, d *destination, what string,
 func (s *state) operation(ctx context.Context) (map[string]any, error) {
 	w := steps.From(ctx)
 	if s.opID == "" {
-		return nil, errors.New("scenario error: no operation yet")
+		return nil, steps.Fault("no operation yet")
 	}
 	r, m, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
 	if err != nil {
@@ -110,7 +107,7 @@ func (s *state) resource(ctx context.Context) (map[string]any, error) {
 func (s *state) permit(ctx context.Context) (map[string]any, error) {
 	w := steps.From(ctx)
 	if s.permitID == "" {
-		return nil, errors.New("scenario error: no permit")
+		return nil, steps.Fault("no permit")
 	}
 	r, m, err := s.read(ctx, api+"/permits/"+s.permitID, roleNone)
 	if err != nil {
@@ -165,17 +162,17 @@ func events(recs []map[string]any, event string) []map[string]any {
 	return out
 }
 
-func registerChecks(sc *godog.ScenarioContext) {
-	sc.Step(`^the action is refused with status (\d+), code "([^"]*)" and category "([^"]*)"$`, func(ctx context.Context, status int, code, cat string) error {
+func registerChecks(c *steps.Catalog) {
+	c.Then(`^the action is refused with status (\d+), code "([^"]*)" and category "([^"]*)"$`, func(ctx context.Context, status int, code, cat string) error {
 		if err := refusal(ctx, status, code, cat); err != nil {
 			return err
 		}
 		return notRetryable(ctx)
 	})
-	sc.Step(`^the action is refused with status (\d+)$`, func(ctx context.Context, status int) error {
+	c.Then(`^the action is refused with status (\d+)$`, func(ctx context.Context, status int) error {
 		return refusal(ctx, status, "", "")
 	})
-	sc.Step(`^the action is refused at step (\d+) with code "([^"]*)"$`, func(ctx context.Context, step int, code string) error {
+	c.Then(`^the action is refused at step (\d+) with code "([^"]*)"$`, func(ctx context.Context, step int, code string) error {
 		w := steps.From(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
@@ -189,11 +186,11 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.ExpectField("error.step", fmt.Sprint(step))
 	})
-	sc.Step(`^the response is refused with status (\d+) and code "([^"]*)"$`, func(ctx context.Context, status int, code string) error {
+	c.Then(`^the response is refused with status (\d+) and code "([^"]*)"$`, func(ctx context.Context, status int, code string) error {
 		return refusal(ctx, status, code, "")
 	})
-	sc.Step(`^the refusal is not dressed as a network error and is not retryable$`, notRetryable)
-	sc.Step(`^the refusal names "([^"]*)" as the member that differs$`, func(ctx context.Context, member string) error {
+	c.Then(`^the refusal is not dressed as a network error and is not retryable$`, notRetryable)
+	c.Then(`^the refusal names "([^"]*)" as the member that differs$`, func(ctx context.Context, member string) error {
 		w := steps.From(ctx)
 		v, ok, err := w.Field("error.detail.differs")
 		if err != nil {
@@ -202,23 +199,23 @@ func registerChecks(sc *godog.ScenarioContext) {
 		list, _ := v.([]any)
 		return w.Assert(ok && slices.Contains(list, any(member)), "the refusal does not name %q among the differing members: %v", member, v)
 	})
-	sc.Step(`^the refusal says no effect happened$`, func(ctx context.Context) error {
+	c.Then(`^the refusal says no effect happened$`, func(ctx context.Context) error {
 		return steps.From(ctx).ExpectField("error.detail.effect", "none")
 	})
 
 	// The destinations, as the suite counts them.
-	sc.Step(`^the destination received (no message|exactly one message)$`, func(ctx context.Context, what string) error {
+	c.Then(`^the destination received (no message|exactly one message)$`, func(ctx context.Context, what string) error {
 		s := st(ctx)
 		return s.expectMessages(ctx, s.mail, "destination", map[string]int{"no message": 0, "exactly one message": 1}[what])
 	})
-	sc.Step(`^neither destination received a message$`, func(ctx context.Context) error {
+	c.Then(`^neither destination received a message$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if err := s.expectMessages(ctx, s.mail, "first destination", 0); err != nil {
 			return err
 		}
 		return s.expectMessages(ctx, s.mail2, "second destination", 0)
 	})
-	sc.Step(`^the destination received exactly one message, (with the edited body|carrying the operation id|keyed by the operation id)$`, func(ctx context.Context, how string) error {
+	c.Then(`^the destination received exactly one message, (with the edited body|carrying the operation id|keyed by the operation id)$`, func(ctx context.Context, how string) error {
 		s, w := st(ctx), steps.From(ctx)
 		if err := s.expectMessages(ctx, s.mail, "destination", 1); err != nil {
 			return err
@@ -233,7 +230,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 			return w.Assert(s.opID != "" && e.Key == s.opID, "the message's idempotency key is %q, the operation is %q", e.Key, s.opID)
 		}
 	})
-	sc.Step(`^the destination was sent the message (\d+) times, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
+	c.Then(`^the destination was sent the message (\d+) times, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
 		s, w := st(ctx), steps.From(ctx)
 		sent := s.mail.sends()
 		if err := w.Assert(len(sent) == n, "the destination was sent %d request(s), want %d", len(sent), n); err != nil {
@@ -246,11 +243,11 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the ledger received no transfer$`, func(ctx context.Context) error {
+	c.Then(`^the ledger received no transfer$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.expectMessages(ctx, s.ledger, "ledger", 0)
 	})
-	sc.Step(`^the ledger received exactly one transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount, to string) error {
+	c.Then(`^the ledger received exactly one transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount, to string) error {
 		s, w := st(ctx), steps.From(ctx)
 		if err := s.expectMessages(ctx, s.ledger, "ledger", 1); err != nil {
 			return err
@@ -260,7 +257,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		return w.Assert(steps.Text(mapGet(args, "amount")) == amount && steps.Text(mapGet(args, "recipient")) == to && steps.Text(mapGet(args, "currency")) == "EUR",
 			"the ledger was sent %v, want %s to %s in EUR", args, amount, to)
 	})
-	sc.Step(`^the message the destination received carries exactly the draft the approver was shown$`, func(ctx context.Context) error {
+	c.Then(`^the message the destination received carries exactly the draft the approver was shown$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		if err := s.expectMessages(ctx, s.mail, "destination", 1); err != nil {
 			return err
@@ -275,7 +272,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		b, _ := canonicalize(want)
 		return w.Assert(a != nil && string(a) == string(b), "the destination received\n%s\nbut the approver was shown\n%s", a, b)
 	})
-	sc.Step(`^the permit binds the digest of the snapshot the approver was shown$`, func(ctx context.Context) error {
+	c.When(`^the permit binds the digest of the snapshot the approver was shown$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		shown := str(s.shown, "proposal.digest")
 		if err := w.Assert(shown != "" && str(s.decision, "permit.binds.digest") == shown, "the permit binds %q, the approver was shown %q", str(s.decision, "permit.binds.digest"), shown); err != nil {
@@ -291,7 +288,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 	})
 
 	// Operations, drafts, permits, requests.
-	sc.Step(`^the dispatch completed$`, func(ctx context.Context) error {
+	c.Then(`^the dispatch completed$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		if err := w.ExpectStatus(200); err != nil {
 			return err
@@ -302,7 +299,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.ExpectField("state", "Completed")
 	})
-	sc.Step(`^the operation is "([^"]*)"( and awaits reconciliation)?$`, func(ctx context.Context, state, awaits string) error {
+	c.Then(`^the operation is "([^"]*)"( and awaits reconciliation)?$`, func(ctx context.Context, state, awaits string) error {
 		s, w := st(ctx), steps.From(ctx)
 		m, err := s.operation(ctx)
 		if err != nil {
@@ -316,7 +313,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the operation made (\d+) attempts?$`, func(ctx context.Context, n int) error {
+	c.Then(`^the operation made (\d+) attempts?$`, func(ctx context.Context, n int) error {
 		s, w := st(ctx), steps.From(ctx)
 		m, err := s.operation(ctx)
 		if err != nil {
@@ -324,7 +321,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(steps.Text(m["attempt"]) == fmt.Sprint(n), "the operation made %v attempt(s), want %d", m["attempt"], n)
 	})
-	sc.Step(`^the operation keeps the id the proposal gave it, and the permit names it$`, func(ctx context.Context) error {
+	c.Then(`^the operation keeps the id the proposal gave it, and the permit names it$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		first := ""
 		if len(s.props) > 0 {
@@ -340,7 +337,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		return w.Assert(str(p, "consumed_by_operation") == s.opID && str(s.decision, "permit.binds.operation_id") == s.opID,
 			"the permit does not name operation %s: %v / %v", s.opID, p, s.decision)
 	})
-	sc.Step(`^the operation as read back is the one the dispatch answered$`, func(ctx context.Context) error {
+	c.Then(`^the operation as read back is the one the dispatch answered$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		r, _ := w.LastResponse()
 		rr, _, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
@@ -349,7 +346,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(steps.JSONEqual(r.Body, rr.Body), "the dispatch answered\n%s\nbut the store holds\n%s", r.Body, rr.Body)
 	})
-	sc.Step(`^the draft is "([^"]*)"(?: at revision (\d+))?$`, func(ctx context.Context, state, rev string) error {
+	c.When(`^the draft is "([^"]*)"(?: at revision (\d+))?$`, func(ctx context.Context, state, rev string) error {
 		s, w := st(ctx), steps.From(ctx)
 		m, err := s.resource(ctx)
 		if err != nil {
@@ -363,7 +360,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the permit is (not )?consumed$`, func(ctx context.Context, not string) error {
+	c.When(`^the permit is (not )?consumed$`, func(ctx context.Context, not string) error {
 		s, w := st(ctx), steps.From(ctx)
 		p, err := s.permit(ctx)
 		if err != nil {
@@ -372,7 +369,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		consumed := p["consumed_at"] != nil
 		return w.Assert(consumed == (not == ""), "the permit's consumed_at is %v", p["consumed_at"])
 	})
-	sc.Step(`^the permit is consumed by the first operation$`, func(ctx context.Context) error {
+	c.When(`^the permit is consumed by the first operation$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		p, err := s.permit(ctx)
 		if err != nil {
@@ -380,7 +377,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(p["consumed_at"] != nil && str(p, "consumed_by_operation") == s.opID, "the permit is not consumed by %s: %v", s.opID, p)
 	})
-	sc.Step(`^the approval request is "([^"]*)"$`, func(ctx context.Context, status string) error {
+	c.Then(`^the approval request is "([^"]*)"$`, func(ctx context.Context, status string) error {
 		s, w := st(ctx), steps.From(ctx)
 		_, m, err := s.read(ctx, api+"/approval-requests/"+s.requestID, roleNone)
 		if err != nil {
@@ -388,7 +385,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(str(m, "status") == status, "the approval request is %q, want %q", str(m, "status"), status)
 	})
-	sc.Step(`^the decision carries no permit$`, func(ctx context.Context) error {
+	c.Then(`^the decision carries no permit$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		if err := w.ExpectStatus(200); err != nil {
 			return err
@@ -400,7 +397,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 	})
 
 	// Contracts and grants.
-	sc.Step(`^no contract named "([^"]*)" is registered$`, func(ctx context.Context, name string) error {
+	c.Then(`^no contract named "([^"]*)" is registered$`, func(ctx context.Context, name string) error {
 		s, w := st(ctx), steps.From(ctx)
 		r, _, err := s.read(ctx, api+"/contracts/"+name, roleNone)
 		if r == nil {
@@ -408,7 +405,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(r.Status == 404, "the refused contract is registered after all: %s", r)
 	})
-	sc.Step(`^the registered email contract still allows (\d+) attempts?$`, func(ctx context.Context, n int) error {
+	c.Then(`^the registered email contract still allows (\d+) attempts?$`, func(ctx context.Context, n int) error {
 		s, w := st(ctx), steps.From(ctx)
 		_, m, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
 		if err != nil {
@@ -417,7 +414,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		v, _ := steps.Lookup(m, "contract.scheduling_contract.max_attempts")
 		return w.Assert(steps.Text(v) == fmt.Sprint(n) && str(m, "contract_version") == "1", "the registered contract changed: %v", m)
 	})
-	sc.Step(`^the contract "([^"]*)" is registered with possible effects "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
+	c.Then(`^the contract "([^"]*)" is registered with possible effects "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
 		s, w := st(ctx), steps.From(ctx)
 		r, m, err := s.read(ctx, api+"/contracts/"+name, roleNone)
 		if err != nil {
@@ -432,7 +429,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the grant names the host's authorization service as issuer, the principal as subject, its operations, resources, validity and no revocation$`, func(ctx context.Context) error {
+	c.When(`^the grant names the host's authorization service as issuer, the principal as subject, its operations, resources, validity and no revocation$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		if err := w.ExpectStatus(200); err != nil {
 			return err
@@ -456,7 +453,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(!strings.Contains(string(r.Body), s.me.grantToken), "reading a grant reveals its token")
 	})
-	sc.Step(`^the delegated grant names the parent grant and expires no later than it$`, func(ctx context.Context) error {
+	c.When(`^the delegated grant names the parent grant and expires no later than it$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
@@ -476,7 +473,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 	})
 
 	// Concurrency.
-	sc.Step(`^exactly one dispatch completed and every other was refused as a claimed permit$`, func(ctx context.Context) error {
+	c.Then(`^exactly one dispatch completed and every other was refused as a claimed permit$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		ok := 0
 		for _, r := range s.results {
@@ -492,7 +489,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(ok == 1, "%d of %d contended dispatches of one permit completed", ok, len(s.results))
 	})
-	sc.Step(`^exactly one proposal was accepted and every other was refused as a stale revision or invalid state$`, func(ctx context.Context) error {
+	c.Then(`^exactly one proposal was accepted and every other was refused as a stale revision or invalid state$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		ok := 0
 		for _, r := range s.results {
@@ -508,7 +505,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(ok == 1, "%d of %d concurrent proposals of one revision were accepted", ok, len(s.results))
 	})
-	sc.Step(`^exactly one of the dispatch and the edit took effect$`, func(ctx context.Context) error {
+	c.Then(`^exactly one of the dispatch and the edit took effect$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		d, e := s.results[0], s.editResult
 		dm, _ := d.JSON()
@@ -527,7 +524,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return s.expectMessages(ctx, s.mail, "destination", want)
 	})
-	sc.Step(`^while the call is paused the operation is "([^"]*)", the permit is consumed and the draft is "([^"]*)"$`, func(ctx context.Context, opState, draft string) error {
+	c.Then(`^while the call is paused the operation is "([^"]*)", the permit is consumed and the draft is "([^"]*)"$`, func(ctx context.Context, opState, draft string) error {
 		s, w := st(ctx), steps.From(ctx)
 		if s.opID == "" {
 			s.opID = str(s.prop, "operation_id")
@@ -553,17 +550,17 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(str(res, "state") == draft, "during the external call the draft is %q, want %q", str(res, "state"), draft)
 	})
-	sc.Step(`^while the call is paused the destination has received no message$`, func(ctx context.Context) error {
+	c.Then(`^while the call is paused the destination has received no message$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.expectMessages(ctx, s.mail, "destination", 0)
 	})
 
 	// Crash and the second host.
-	sc.Step(`^the first host answered nothing$`, func(ctx context.Context) error {
+	c.Then(`^the first host answered nothing$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
-		return w.Assert(s.crashed && s.lastErr != nil, "the host told to crash mid-dispatch answered: %v", w.Last)
+		return w.Assert(s.crashed && s.lastErr != nil, "the host told to crash mid-dispatch answered: %v", w.Last())
 	})
-	sc.Step(`^the second host soon reports the operation "([^"]*)" and awaiting reconciliation$`, func(ctx context.Context, state string) error {
+	c.Then(`^the second host soon reports the operation "([^"]*)" and awaiting reconciliation$`, func(ctx context.Context, state string) error {
 		s, w := st(ctx), steps.From(ctx)
 		if s.opID == "" {
 			s.opID = str(s.prop, "operation_id")
@@ -586,7 +583,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(m["awaiting_reconciliation"] == true, "the Unknown operation does not await reconciliation: %v", m)
 	})
-	sc.Step(`^the second host reports the draft "([^"]*)"$`, func(ctx context.Context, state string) error {
+	c.Then(`^the second host reports the draft "([^"]*)"$`, func(ctx context.Context, state string) error {
 		s, w := st(ctx), steps.From(ctx)
 		_, m, err := s.call2(ctx, api+"/resources/"+s.draftID)
 		if err != nil {
@@ -594,7 +591,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(str(m, "state") == state, "the second host reports the draft %q, want %q", str(m, "state"), state)
 	})
-	sc.Step(`^the two hosts are distinct instances on one operation store$`, func(ctx context.Context) error {
+	c.Then(`^the two hosts are distinct instances on one operation store$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -621,7 +618,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 	})
 
 	// Reconciliation and audit.
-	sc.Step(`^the reconciliation records method "([^"]*)" and (the destination's message id|the actor)$`, func(ctx context.Context, method, what string) error {
+	c.Then(`^the reconciliation records method "([^"]*)" and (the destination's message id|the actor)$`, func(ctx context.Context, method, what string) error {
 		s, w := st(ctx), steps.From(ctx)
 		m, err := s.operation(ctx)
 		if err != nil {
@@ -639,7 +636,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(want != "" && str(m, "reconciliation.evidence.message_id") == want, "the reconciliation evidence names message %q, the destination has %q", str(m, "reconciliation.evidence.message_id"), want)
 	})
-	sc.Step(`^the audit trail of the operation shows the draft "([^"]*)" when it was claimed$`, func(ctx context.Context, state string) error {
+	c.Then(`^the audit trail of the operation shows the draft "([^"]*)" when it was claimed$`, func(ctx context.Context, state string) error {
 		s, w := st(ctx), steps.From(ctx)
 		recs, _, err := s.auditOf(ctx, s.opID)
 		if err != nil {
@@ -648,7 +645,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		claims := events(recs, "claimed")
 		return w.Assert(len(claims) == 1 && str(claims[0], "resource_state") == state, "the claim record does not show the draft %s: %v", state, claims)
 	})
-	sc.Step(`^the audit trail of the operation records the claim before the outcome$`, func(ctx context.Context) error {
+	c.Then(`^the audit trail of the operation records the claim before the outcome$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		recs, _, err := s.auditOf(ctx, s.opID)
 		if err != nil {
@@ -662,7 +659,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(slices.Equal(order, []string{"claimed", "outcome"}), "the operation's claim and outcome records come as %v", order)
 	})
-	sc.Step(`^the audit trail of the operation records no claim$`, func(ctx context.Context) error {
+	c.Then(`^the audit trail of the operation records no claim$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		id := s.opID
 		if id == "" {
@@ -674,7 +671,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(recs) > 0 && len(events(recs, "claimed")) == 0, "a claim that was never persisted is in the audit trail: %v", recs)
 	})
-	sc.Step(`^the audit trail of the operation, read by the operator, satisfies the schema "([^"]*)"$`, func(ctx context.Context, schema string) error {
+	c.Then(`^the audit trail of the operation, read by the operator, satisfies the schema "([^"]*)"$`, func(ctx context.Context, schema string) error {
 		s, w := st(ctx), steps.From(ctx)
 		recs, r, err := s.auditOf(ctx, s.opID)
 		if err != nil {
@@ -686,7 +683,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(recs) >= 5, "the operation's audit trail has only %d records", len(recs))
 	})
-	sc.Step(`^it names the execution id, the operation id, the principal and the proposal digest in every record$`, func(ctx context.Context) error {
+	c.Then(`^it names the execution id, the operation id, the principal and the proposal digest in every record$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		digest := str(s.props[0], "digest")
 		for _, r := range s.audit {
@@ -697,7 +694,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^its claim record names the contract fingerprint, the host's policy fingerprint, the draft revision, the approver and the decision time, the claim time and attempt 1$`, func(ctx context.Context) error {
+	c.Given(`^its claim record names the contract fingerprint, the host's policy fingerprint, the draft revision, the approver and the decision time, the claim time and attempt 1$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		claims := events(s.audit, "claimed")
 		if err := w.Assert(len(claims) == 1, "want one claim record, got %d", len(claims)); err != nil {
@@ -728,7 +725,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		_, e2 := time.Parse(time.RFC3339Nano, str(c, "claim"))
 		return w.Assert(e1 == nil && e2 == nil, "the claim record's decision time or claim time is not a time: %v", c)
 	})
-	sc.Step(`^its (outcome|reconciliation) record names outcome "([^"]*)"( and the reconciliation method)?$`, func(ctx context.Context, which, outcome, method string) error {
+	c.Given(`^its (outcome|reconciliation) record names outcome "([^"]*)"( and the reconciliation method)?$`, func(ctx context.Context, which, outcome, method string) error {
 		s, w := st(ctx), steps.From(ctx)
 		ev := map[string]string{"outcome": "outcome", "reconciliation": "reconciled"}[which]
 		recs := events(s.audit, ev)
@@ -740,7 +737,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the whole audit trail contains neither the grant tokens, the permit token, the role keys, nor their SHA-256 digests$`, func(ctx context.Context) error {
+	c.Then(`^the whole audit trail contains neither the grant tokens, the permit token, the role keys, nor their SHA-256 digests$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		_, r, err := s.auditOf(ctx, "")
 		if err != nil {
@@ -764,7 +761,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(body) > 0 && s.permitToken != "", "scenario error: nothing to search")
 	})
-	sc.Step(`^the audit trail names the permit and the grant by their public ids$`, func(ctx context.Context) error {
+	c.Then(`^the audit trail names the permit and the grant by their public ids$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		_, r, err := s.auditOf(ctx, "")
 		if err != nil {
@@ -774,7 +771,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 	})
 
 	// Snapshots and canonical encoding.
-	sc.Step(`^the snapshot the approver is shown has (.+)$`, func(ctx context.Context, list string) error {
+	c.Then(`^the snapshot the approver is shown has (.+)$`, func(ctx context.Context, list string) error {
 		s, w := st(ctx), steps.From(ctx)
 		_, m, err := s.read(ctx, api+"/approval-requests/"+s.requestID, roleNone)
 		if err != nil {
@@ -793,7 +790,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the proposal names canonical encoding version "([^"]*)"$`, func(ctx context.Context, v string) error {
+	c.When(`^the proposal names canonical encoding version "([^"]*)"$`, func(ctx context.Context, v string) error {
 		s, w := st(ctx), steps.From(ctx)
 		r, _ := w.LastResponse()
 		if err := w.ExpectSchema("agl/proposal.json", r.Body); err != nil {
@@ -801,7 +798,7 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(str(s.prop, "canon_version") == v && str(s.prop, "snapshot.canon_version") == v, "the proposal names canon version %q", str(s.prop, "canon_version"))
 	})
-	sc.Step(`^the proposal's canonical encoding is the suite's own agl-canon/1 encoding of its snapshot$`, func(ctx context.Context) error {
+	c.When(`^the proposal's canonical encoding is the suite's own agl-canon/1 encoding of its snapshot$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		snap, _ := steps.Lookup(s.prop, "snapshot")
 		mine, err := canonicalize(snap)
@@ -810,23 +807,23 @@ func registerChecks(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(string(mine) == str(s.prop, "canonical_encoding"), "the host's canonical encoding\n%s\ndiffers from the suite's\n%s", str(s.prop, "canonical_encoding"), mine)
 	})
-	sc.Step(`^the proposal's digest is the SHA-256 of its canonical encoding$`, func(ctx context.Context) error {
+	c.When(`^the proposal's digest is the SHA-256 of its canonical encoding$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		sum := sha256.Sum256([]byte(str(s.prop, "canonical_encoding")))
 		return w.Assert(str(s.prop, "digest") == "sha256:"+hex.EncodeToString(sum[:]), "the digest %q is not the SHA-256 of the canonical encoding", str(s.prop, "digest"))
 	})
-	sc.Step(`^the two proposals have the same digest$`, func(ctx context.Context) error {
+	c.Then(`^the two proposals have the same digest$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
-		if err := w.Assert(len(s.props) == 2, "want two proposals, have %d: %v", len(s.props), w.Last); err != nil {
+		if err := w.Assert(len(s.props) == 2, "want two proposals, have %d: %v", len(s.props), w.Last()); err != nil {
 			return err
 		}
 		a, b := str(s.props[0], "digest"), str(s.props[1], "digest")
 		return w.Assert(a != "" && a == b && str(s.props[0], "operation_id") != str(s.props[1], "operation_id"), "equal actions got digests %s and %s", a, b)
 	})
-	sc.Step(`^its digest differs from the first proposal's$`, func(ctx context.Context) error {
+	c.Given(`^its digest differs from the first proposal's$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		n := len(s.props)
-		return w.Assert(n == 3 && str(s.props[n-1], "digest") != str(s.props[0], "digest"), "a different amount got the same digest (or was refused): %v", w.Last)
+		return w.Assert(n == 3 && str(s.props[n-1], "digest") != str(s.props[0], "digest"), "a different amount got the same digest (or was refused): %v", w.Last())
 	})
 }
 

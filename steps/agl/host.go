@@ -12,12 +12,9 @@
 package agl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,7 +22,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/refhost/agl/fakemail"
@@ -44,10 +40,10 @@ const (
 )
 
 // Register binds every AGL step phrase.
-func Register(sc *godog.ScenarioContext) {
-	registerHost(sc)
-	registerActions(sc)
-	registerChecks(sc)
+func Register(c *steps.Catalog) {
+	registerHost(c)
+	registerActions(c)
+	registerChecks(c)
 }
 
 // destination is a fake destination the suite runs for one scenario, with a
@@ -167,7 +163,7 @@ func (s *state) apply(ctx context.Context) error {
 func (s *state) newHost(ctx context.Context, idempotent bool) error {
 	w := steps.From(ctx)
 	if s.section != nil {
-		return fmt.Errorf("scenario error: the AGL host is described twice")
+		return steps.Fault("the AGL host is described twice")
 	}
 	s.keys = keys{operator: random("op_"), authority: random("authz_"), resolver: random("resolver_")}
 	var err error
@@ -187,7 +183,7 @@ func (s *state) newHost(ctx context.Context, idempotent bool) error {
 
 func (s *state) edit(ctx context.Context, f func(sec map[string]any)) error {
 	if s.section == nil {
-		return fmt.Errorf("scenario error: describe the AGL host first")
+		return steps.Fault("describe the AGL host first")
 	}
 	f(s.section)
 	return s.apply(ctx)
@@ -203,7 +199,7 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	}
 	w := steps.From(ctx)
 	if !s.shared {
-		return nil, fmt.Errorf("scenario error: no second host was described")
+		return nil, steps.Fault("no second host was described")
 	}
 	if _, err := w.Host(ctx); err != nil {
 		return nil, err
@@ -221,11 +217,11 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	}
 	// Held to the published configuration schema, as World.Host holds the first.
 	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
-		return nil, fmt.Errorf("scenario error: the second host's configuration %s does not satisfy schemas/host-config.json: %v", cfg.JSON(), err)
+		return nil, steps.Fault("the second host's configuration %s does not satisfy schemas/host-config.json: %v", cfg.JSON(), err)
 	}
-	h, err := w.Target.Acquire(ctx, cfg)
+	h, err := w.Acquire(ctx, cfg)
 	if err != nil {
-		return nil, w.Block(fmt.Sprintf("the target could not give a second host on the shared operation store: %v", err))
+		return nil, err
 	}
 	s.second = h
 	return h, nil
@@ -274,34 +270,9 @@ func (s *state) bearer(role string) string {
 }
 
 // exchange is one HTTP exchange with a host under the suite's deadline and
-// size limit.
+// size limit (World.Exchange).
 func exchange(ctx context.Context, w *steps.World, base, method, path string, body []byte, header http.Header) (*steps.Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, steps.ExchangeTimeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	resp, err := w.HTTP.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, steps.MaxBodyBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: reading the body: %w", method, path, err)
-	}
-	if len(b) > steps.MaxBodyBytes {
-		return nil, fmt.Errorf("%s %s: the host sent a body over %d bytes", method, path, steps.MaxBodyBytes)
-	}
-	return &steps.Response{Method: method, URL: path, Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+	return w.Exchange(ctx, base, method, path, body, header)
 }
 
 // call sends a JSON body (or none) as role to the first or second host.
@@ -334,7 +305,7 @@ func (s *state) call(ctx context.Context, second bool, method, path, role string
 		return nil, err
 	}
 	if record {
-		w.Last = r
+		w.SetLast(r)
 	}
 	return r, nil
 }
@@ -383,25 +354,25 @@ func str(m map[string]any, path string) string {
 	return s
 }
 
-func registerHost(sc *godog.ScenarioContext) {
-	sc.Step(`^an AGL host with a fake email destination the suite counts$`, func(ctx context.Context) error {
+func registerHost(c *steps.Catalog) {
+	c.Given(`^an AGL host with a fake email destination the suite counts$`, func(ctx context.Context) error {
 		return st(ctx).newHost(ctx, false)
 	})
-	sc.Step(`^an AGL host whose fake email destination deduplicates by idempotency key$`, func(ctx context.Context) error {
+	c.Given(`^an AGL host whose fake email destination deduplicates by idempotency key$`, func(ctx context.Context) error {
 		return st(ctx).newHost(ctx, true)
 	})
-	sc.Step(`^the AGL test seams are enabled$`, func(ctx context.Context) error {
+	c.Given(`^the AGL test seams are enabled$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
 	})
-	sc.Step(`^the host's deployment policy allows recipients only in "([^"]*)"$`, func(ctx context.Context, domain string) error {
+	c.Given(`^the host's deployment policy allows recipients only in "([^"]*)"$`, func(ctx context.Context, domain string) error {
 		return st(ctx).edit(ctx, func(sec map[string]any) {
 			sec["deployment"] = map[string]any{"allowed_recipient_domains": []string{domain}}
 		})
 	})
-	sc.Step(`^the hosts presume a silent host crashed after (\d+) ms$`, func(ctx context.Context, ms int) error {
+	c.Given(`^the hosts presume a silent host crashed after (\d+) ms$`, func(ctx context.Context, ms int) error {
 		return st(ctx).edit(ctx, func(sec map[string]any) { sec["claim_lease_ms"] = ms })
 	})
-	sc.Step(`^a second AGL host shares the first host's operation store( but sends email to another destination)?$`, func(ctx context.Context, other string) error {
+	c.Given(`^a second AGL host shares the first host's operation store( but sends email to another destination)?$`, func(ctx context.Context, other string) error {
 		s, w := st(ctx), steps.From(ctx)
 		dir, err := os.MkdirTemp("", "parley-agl-shared-*")
 		if err != nil {
@@ -419,15 +390,15 @@ func registerHost(sc *godog.ScenarioContext) {
 		}
 		return s.edit(ctx, func(sec map[string]any) { sec["database_path"] = filepath.Join(dir, "operations.db") })
 	})
-	sc.Step(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts$`, func(ctx context.Context, n int) error {
+	c.Given(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
 		if s.ready {
-			return fmt.Errorf("scenario error: the contracts are already registered")
+			return steps.Fault("the contracts are already registered")
 		}
 		s.emailIdem, s.emailAttempts = "destination_key", n
 		return nil
 	})
-	sc.Step(`^a principal whose agent may use the email and transfer operations under a grant from the authorization service$`, func(ctx context.Context) error {
+	c.Given(`^a principal whose agent may use the email and transfer operations under a grant from the authorization service$`, func(ctx context.Context) error {
 		st(ctx).wantSetup = true
 		return nil
 	})
@@ -440,7 +411,7 @@ func (s *state) ensure(ctx context.Context) error {
 		return nil
 	}
 	if !s.wantSetup || s.section == nil {
-		return errors.New("scenario error: no AGL host and principal were described")
+		return steps.Fault("no AGL host and principal were described")
 	}
 	s.ready = true
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
@@ -55,7 +53,7 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	body, _ := json.Marshal(map[string]any{"method": method, "task_id": taskID, "parameters": params})
 	req, err := wire.NewRequest(method, target, body)
 	if err != nil {
-		return nil, fmt.Errorf("scenario error: %v", err)
+		return nil, steps.Fault("%v", err)
 	}
 	req.Header.Set("Agent-ID", a.id)
 	req.Header.Set("Content-Type", wire.MediaType)
@@ -75,13 +73,17 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	}
 	ctx, cancel := context.WithTimeout(ctx, steps.ExchangeTimeout)
 	defer cancel()
+	sent := &steps.Response{Method: method, URL: target, ReqHeader: http.Header(req.Header).Clone(), ReqBody: body}
 	resp, err := c.Do(ctx, req)
 	if err != nil {
 		// The host did not answer with a frame in time: an observation.
-		return nil, fmt.Errorf("%s %s as %q: no valid AGTP answer: %w", method, target, agentName, err)
+		w.Observe(sent)
+		return nil, steps.Fail("%s %s as %q: no valid AGTP answer: %v", method, target, agentName, err)
 	}
-	r := &steps.Response{Method: method, URL: target, Status: resp.Status, Header: http.Header(resp.Header), Body: resp.Body}
-	w.Last = r
+	r := sent
+	r.Status, r.Header, r.Body = resp.Status, http.Header(resp.Header), resp.Body
+	w.Observe(r)
+	w.SetLast(r)
 	s.observeAs(agentName, r)
 	if o.idemKey != "" {
 		k := agentName + "\x00" + o.idemKey
@@ -156,14 +158,14 @@ func (s *state) noteIssued(sid string) {
 func (s *state) contractRef(ref string) (string, error) {
 	if ref == "the contract" {
 		if s.current == "" {
-			return "", fmt.Errorf("scenario error: no contract has been issued yet")
+			return "", steps.Fault("no contract has been issued yet")
 		}
 		return s.current, nil
 	}
 	name := strings.TrimSuffix(strings.TrimPrefix(ref, `contract "`), `"`)
 	sid, ok := s.named[name]
 	if !ok {
-		return "", fmt.Errorf("scenario error: no contract remembered as %q", name)
+		return "", steps.Fault("no contract remembered as %q", name)
 	}
 	return sid, nil
 }
@@ -216,7 +218,7 @@ func parseTail(s *state, tail string) (options, error) {
 			o.times, _ = strconv.Atoi(m[1])
 			tail = tail[len(m[0]):]
 		default:
-			return o, fmt.Errorf("scenario error: cannot read %q", tail)
+			return o, steps.Fault("cannot read %q", tail)
 		}
 	}
 	return o, nil
@@ -255,8 +257,8 @@ func floor(ctx context.Context, agentName, method, target string, params map[str
 	return send(ctx, agentName, method, target, options{params: params})
 }
 
-func registerActions(sc *godog.ScenarioContext) {
-	sc.Step(`^"([a-z]+)" sends ([A-Z]+) (/\S*)(.*)$`, func(ctx context.Context, who, method, target, tail string) error {
+func registerActions(c *steps.Catalog) {
+	c.When(`^"([a-z]+)" sends ([A-Z]+) (/\S*)(.*)$`, func(ctx context.Context, who, method, target, tail string) error {
 		s := st(ctx)
 		o, err := parseTail(s, tail)
 		if err != nil {
@@ -273,10 +275,10 @@ func registerActions(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^"([a-z]+)" holds an active contract for ([A-Z]+) (/\S+?)(?: remembered as "([a-z]+)")?$`, func(ctx context.Context, who, method, target, name string) error {
+	c.When(`^"([a-z]+)" holds an active contract for ([A-Z]+) (/\S+?)(?: remembered as "([a-z]+)")?$`, func(ctx context.Context, who, method, target, name string) error {
 		return holdContract(ctx, who, method, target, name)
 	})
-	sc.Step(`^"([a-z]+)" sends (\d+) gate requests? for fresh rooms$`, func(ctx context.Context, who string, n int) error {
+	c.When(`^"([a-z]+)" sends (\d+) gate requests? for fresh rooms$`, func(ctx context.Context, who string, n int) error {
 		w, s := steps.From(ctx), st(ctx)
 		s.batch = nil
 		for i := 0; i < n; i++ {
@@ -291,7 +293,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^"([a-z]+)" sends SUSPEND synthesis_id=`+contractRefs+`$`, func(ctx context.Context, who, ref string) error {
+	c.When(`^"([a-z]+)" sends SUSPEND synthesis_id=`+contractRefs+`$`, func(ctx context.Context, who, ref string) error {
 		sid, err := st(ctx).contractRef(ref)
 		if err != nil {
 			return err
@@ -299,7 +301,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err = floor(ctx, who, "SUSPEND", "/", map[string]any{"synthesis_id": sid, "reason": "parley: caller release"})
 		return err
 	})
-	sc.Step(`^"([a-z]+)" sends REVOKE target=contract synthesis_id=`+contractRefs+`$`, func(ctx context.Context, who, ref string) error {
+	c.When(`^"([a-z]+)" sends REVOKE target=contract synthesis_id=`+contractRefs+`$`, func(ctx context.Context, who, ref string) error {
 		sid, err := st(ctx).contractRef(ref)
 		if err != nil {
 			return err
@@ -307,7 +309,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err = floor(ctx, who, "REVOKE", "/", map[string]any{"target": "contract", "synthesis_id": sid, "reason": "parley: operator revocation"})
 		return err
 	})
-	sc.Step(`^"([a-z]+)" sends REVOKE target=stale-contracts(?: mode=([a-z]+))?(?: actor=([a-z-]+))?$`, func(ctx context.Context, who, mode, actor string) error {
+	c.When(`^"([a-z]+)" sends REVOKE target=stale-contracts(?: mode=([a-z]+))?(?: actor=([a-z-]+))?$`, func(ctx context.Context, who, mode, actor string) error {
 		p := map[string]any{"target": "stale-contracts"}
 		if mode != "" {
 			p["mode"] = mode
@@ -321,7 +323,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		}
 		return err
 	})
-	sc.Step(`^"([a-z]+)" inspects `+contractRefs+`$`, func(ctx context.Context, who, ref string) error {
+	c.When(`^"([a-z]+)" inspects `+contractRefs+`$`, func(ctx context.Context, who, ref string) error {
 		sid, err := st(ctx).contractRef(ref)
 		if err != nil {
 			return err
@@ -329,7 +331,7 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err = floor(ctx, who, "INSPECT", "/", map[string]any{"target": "contract", "synthesis_id": sid})
 		return err
 	})
-	sc.Step(`^"([a-z]+)" reads its lifecycle stream$`, func(ctx context.Context, who string) error {
+	c.When(`^"([a-z]+)" reads its lifecycle stream$`, func(ctx context.Context, who string) error {
 		a, err := st(ctx).agent(who)
 		if err != nil {
 			return err
@@ -337,18 +339,18 @@ func registerActions(sc *godog.ScenarioContext) {
 		_, err = floor(ctx, who, "INSPECT", "/", map[string]any{"target": "lifecycle", "agent_id": a.id})
 		return err
 	})
-	sc.Step(`^the contract's TTL has passed$`, func(ctx context.Context) error {
+	c.When(`^the contract's TTL has passed$`, func(ctx context.Context) error {
 		// Waits until contract_ttl_seconds (as the scenario configured it)
 		// after the suite first saw the contract issued, plus 500 ms: a
 		// host's expiry can only be earlier than that.
 		s := st(ctx)
 		ttl, err := strconv.Atoi(s.knobs["contract_ttl_seconds"])
 		if err != nil || ttl <= 0 {
-			return fmt.Errorf("scenario error: the scenario sets no contract_ttl_seconds")
+			return steps.Fault("the scenario sets no contract_ttl_seconds")
 		}
 		at, ok := s.issued[s.current]
 		if !ok {
-			return fmt.Errorf("scenario error: no contract has been issued yet")
+			return steps.Fault("no contract has been issued yet")
 		}
 		select {
 		case <-time.After(time.Until(at.Add(time.Duration(ttl)*time.Second + 500*time.Millisecond))):
@@ -357,12 +359,12 @@ func registerActions(sc *godog.ScenarioContext) {
 			return ctx.Err()
 		}
 	})
-	sc.Step(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes rooms-v2\.put and answers (\d+)$`, func(ctx context.Context, name, version string, status int) error {
+	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes rooms-v2\.put and answers (\d+)$`, func(ctx context.Context, name, version string, status int) error {
 		body, _ := json.Marshal(map[string]any{"version": version, "method": "BOOK", "path": "/room/{id}",
 			"steps": []string{"rooms-v2.put"}, "success_status": status})
 		return seam(ctx, http.MethodPut, "recipes/"+name, body)
 	})
-	sc.Step(`^the operator removes recipe "([a-z-]+)"$`, func(ctx context.Context, name string) error {
+	c.When(`^the operator removes recipe "([a-z-]+)"$`, func(ctx context.Context, name string) error {
 		return seam(ctx, http.MethodDelete, "recipes/"+name, nil)
 	})
 }
@@ -375,12 +377,9 @@ func seam(ctx context.Context, method, path string, body []byte) error {
 	if body != nil {
 		h.Set("Content-Type", "application/json")
 	}
-	r, err := w.Fetch(ctx, method, SeamPrefix+path, body, h)
+	r, err := w.Seam(ctx, method, SeamPrefix+path, body, h)
 	if err != nil {
 		return err
 	}
-	if r.Status != http.StatusOK {
-		return w.Block(fmt.Sprintf("the host's recipe seam did not take %s %s%s: %d %s", method, SeamPrefix, path, r.Status, bytes.TrimSpace(r.Body)))
-	}
-	return nil
+	return w.Assert(r.Status == http.StatusOK, "the host's recipe seam did not take %s %s%s: %d %s", method, SeamPrefix, path, r.Status, bytes.TrimSpace(r.Body))
 }

@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cucumber/godog"
-
 	"github.com/parley-conformance/parley/steps"
 )
 
@@ -209,12 +207,12 @@ func lastAbout(ctx context.Context, ref, what string) (*steps.World, string, *st
 	return w, sid, r, doc, nil
 }
 
-func registerAssertions(sc *godog.ScenarioContext) {
-	sc.Step(`^the response status is (\d+) with reason ([a-z-]+)$`, func(ctx context.Context, status int, reason string) error {
+func registerAssertions(c *steps.Catalog) {
+	c.Then(`^the response status is (\d+) with reason ([a-z-]+)$`, func(ctx context.Context, status int, reason string) error {
 		_, err := expectReason(steps.From(ctx), status, reason)
 		return err
 	})
-	sc.Step(`^the response status is (\d+) with reason ([a-z-]+) naming scope (\S+)$`, func(ctx context.Context, status int, reason, scope string) error {
+	c.Then(`^the response status is (\d+) with reason ([a-z-]+) naming scope (\S+)$`, func(ctx context.Context, status int, reason, scope string) error {
 		w := steps.From(ctx)
 		doc, err := expectReason(w, status, reason)
 		if err != nil {
@@ -223,21 +221,21 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		r, _ := w.LastResponse()
 		return w.Assert(scopeNamed(doc, scope), "the refusal does not name scope %s (error.scope, scope, or the reason's argument): %s", scope, r)
 	})
-	sc.Step(`^the response status is not (\d+)$`, func(ctx context.Context, status int) error {
+	c.Then(`^the response status is not (\d+)$`, func(ctx context.Context, status int) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
 		return w.Assert(r.Status != status, "expected any status but %d: %s", status, r)
 	})
-	sc.Step(`^the request succeeded$`, func(ctx context.Context) error {
+	c.Then(`^the request succeeded$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
 		return w.Assert(is2xx(r), "expected a 2xx success: %s", r)
 	})
-	sc.Step(`^the response is the standard unregistered-pair refusal$`, func(ctx context.Context) error {
+	c.Then(`^the response is the standard unregistered-pair refusal$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -247,7 +245,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return unsignaled(w, r)
 	})
-	sc.Step(`^the response is either 464 contract-not-yours or the standard unregistered-pair refusal$`, func(ctx context.Context) error {
+	c.Then(`^the response is either 464 contract-not-yours or the standard unregistered-pair refusal$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -261,7 +259,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return unsignaled(w, r)
 	})
-	sc.Step(`^the response carries a fresh RCNS-Attempt-Id$`, func(ctx context.Context) error {
+	c.Then(`^the response carries a fresh RCNS-Attempt-Id$`, func(ctx context.Context) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -274,7 +272,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		s.attempts[id] = true
 		return w.Assert(fresh, "RCNS-Attempt-Id %q was already given to an earlier evaluation", id)
 	})
-	sc.Step(`^the response names no synthesis_id$`, func(ctx context.Context) error {
+	c.Then(`^the response names no synthesis_id$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -290,11 +288,11 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(true, "")
 	})
-	sc.Step(`^"([a-z]+)" holds (no|exactly one) contracts?$`, func(ctx context.Context, who, how string) error {
+	c.Then(`^"([a-z]+)" holds (no|exactly one) contracts?$`, func(ctx context.Context, who, how string) error {
 		w := steps.From(ctx)
-		prev := w.Last
+		prev := w.Last()
 		r, err := floor(ctx, who, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
-		w.Last = prev
+		w.SetLast(prev)
 		if err != nil {
 			return err
 		}
@@ -314,7 +312,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(ids) == want, "expected %s contract for %q, DISCOVER /contracts lists %d: %s", how, who, len(ids), r)
 	})
-	sc.Step(`^the response is a 461 contract preview for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, target string) error {
+	c.Then(`^the response is a 461 contract preview for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, target string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -352,7 +350,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(problems) == 0, "the 461 preview is incomplete (%s): %s", strings.Join(problems, "; "), r)
 	})
-	sc.Step(`^the AGTP field "([^"]*)" is "([^"]*)"$`, func(ctx context.Context, path, want string) error {
+	c.Then(`^the AGTP field "([^"]*)" is "([^"]*)"$`, func(ctx context.Context, path, want string) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -364,7 +362,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		v := field(doc, path)
 		return w.Assert(v != nil && steps.Text(v) == want, "expected %s = %q (in result or at top level), got %v: %s", path, want, v, r)
 	})
-	sc.Step(`^the response is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
+	c.Then(`^the response is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -376,7 +374,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		ok, why := servedUnder(r, sid)
 		return w.Assert(ok, "expected a success served under %s (%s): %s", sid, why, r)
 	})
-	sc.Step(`^the response is not served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
+	c.Then(`^the response is not served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -388,14 +386,14 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		ok, _ := servedUnder(r, sid)
 		return w.Assert(!ok && !is2xx(r), "the request was still served (under %s): %s", sid, r)
 	})
-	sc.Step(`^each of them is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
+	c.Then(`^each of them is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
 		w, s := steps.From(ctx), st(ctx)
 		sid, err := s.contractRef(ref)
 		if err != nil {
 			return err
 		}
 		if len(s.batch) == 0 {
-			return fmt.Errorf("scenario error: no repeated request was sent")
+			return steps.Fault("no repeated request was sent")
 		}
 		for i, r := range s.batch {
 			ok, why := servedUnder(r, sid)
@@ -405,7 +403,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the response refuses the released contract$`, func(ctx context.Context) error {
+	c.Then(`^the response refuses the released contract$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -416,7 +414,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		_, err = expectReason(w, 464, "contract-revoked")
 		return err
 	})
-	sc.Step(`^the response is a success carrying Contract-Synthesized$`, func(ctx context.Context) error {
+	c.Then(`^the response is a success carrying Contract-Synthesized$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -426,11 +424,11 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(r.Header.Get("Contract-Synthesized") != "", "the success carries no Contract-Synthesized header: %s", r)
 	})
-	sc.Step(`^the room record (\S+) (exists|does not exist)$`, func(ctx context.Context, id, how string) error {
+	c.Then(`^the room record (\S+) (exists|does not exist)$`, func(ctx context.Context, id, how string) error {
 		w, s := steps.From(ctx), st(ctx)
-		prev := w.Last
+		prev := w.Last()
 		r, err := send(ctx, readerName, "FETCH", "/room?id="+s.expand(id), options{params: map[string]any{}})
-		w.Last = prev
+		w.SetLast(prev)
 		if err != nil {
 			return err
 		}
@@ -439,7 +437,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(r.Status == 404, "the Tier A read FETCH /room?id=%s found a record, so the action ran: %s", s.expand(id), r)
 	})
-	sc.Step(`^the response body carries scope rcns$`, func(ctx context.Context) error {
+	c.Then(`^the response body carries scope rcns$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -451,14 +449,14 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		e, _ := doc["error"].(map[string]any)
 		return w.Assert(doc["scope"] == "rcns" || (e != nil && e["scope"] == "rcns"), "the 429 body has no scope rcns (top level or in error): %s", r)
 	})
-	sc.Step(`^the response refuses for lack of scope inspect:all$`, func(ctx context.Context) error {
+	c.Then(`^the response refuses for lack of scope inspect:all$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
 		return w.Assert(r.Status == 262 || r.Status == 403 || r.Status == 455, "expected an authority refusal (262, 403 or 455): %s", r)
 	})
-	sc.Step(`^the Attribution-Record carries the contract's synthesis_id, a contract_hash and negotiation_origin "([a-z-]+)"$`, func(ctx context.Context, origin string) error {
+	c.Then(`^the Attribution-Record carries the contract's synthesis_id, a contract_hash and negotiation_origin "([a-z-]+)"$`, func(ctx context.Context, origin string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -482,7 +480,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(problems) == 0, "Attribution-Record payload: %s: %v", strings.Join(problems, "; "), a)
 	})
-	sc.Step(`^the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin$`, func(ctx context.Context) error {
+	c.Then(`^the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -502,14 +500,14 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(present) == 0, "a Tier A/B Attribution-Record carries %s: %v", strings.Join(present, ", "), a)
 	})
-	sc.Step(`^every contract_hash seen is 64 lowercase hex, the same each time, and equal to the previewed one$`, func(ctx context.Context) error {
+	c.Then(`^every contract_hash seen is 64 lowercase hex, the same each time, and equal to the previewed one$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		preview := s.previewHash[s.current]
 		if err := w.Assert(hex64.MatchString(preview), "the previewed contract_hash %q is not 64 lowercase hex", preview); err != nil {
 			return err
 		}
 		if len(s.batch) == 0 {
-			return fmt.Errorf("scenario error: no invocations were sent")
+			return steps.Fault("no invocations were sent")
 		}
 		for i, r := range s.batch {
 			a, err := attribution(r)
@@ -526,7 +524,7 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the lifecycle stream has an rcns_release event for `+contractRefs+`(?: with reason "([^"]*)")?(?: and actor "([^"]*)")?$`, func(ctx context.Context, ref, reason, actor string) error {
+	c.Then(`^the lifecycle stream has an rcns_release event for `+contractRefs+`(?: with reason "([^"]*)")?(?: and actor "([^"]*)")?$`, func(ctx context.Context, ref, reason, actor string) error {
 		w, sid, r, doc, err := lastAbout(ctx, ref, "INSPECT target=lifecycle")
 		if err != nil {
 			return err
@@ -556,14 +554,14 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(false, "no rcns_release event for %s with reason %q and actor %q; rcns_release events for it: %v: %s", sid, reason, actor, seen, r)
 	})
-	sc.Step(`^the sweep reports `+contractRefs+` as (unchanged|grandfathered|evicted)$`, func(ctx context.Context, ref, disp string) error {
+	c.Then(`^the sweep reports `+contractRefs+` as (unchanged|grandfathered|evicted)$`, func(ctx context.Context, ref, disp string) error {
 		w, s := steps.From(ctx), st(ctx)
 		sid, err := s.contractRef(ref)
 		if err != nil {
 			return err
 		}
 		if s.sweep == nil {
-			return fmt.Errorf("scenario error: no sweep was fired")
+			return steps.Fault("no sweep was fired")
 		}
 		if err := w.Assert(s.sweep.Status == 200, "the sweep was refused: %s", s.sweep); err != nil {
 			return err
@@ -578,14 +576,14 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(false, "the sweep does not report %s as %s (dispositions seen: %v): %s", sid, disp, got, s.sweep)
 	})
-	sc.Step(`^the sweep reports `+contractRefs+` with current_version null$`, func(ctx context.Context, ref string) error {
+	c.Then(`^the sweep reports `+contractRefs+` with current_version null$`, func(ctx context.Context, ref string) error {
 		w, s := steps.From(ctx), st(ctx)
 		sid, err := s.contractRef(ref)
 		if err != nil {
 			return err
 		}
 		if s.sweep == nil {
-			return fmt.Errorf("scenario error: no sweep was fired")
+			return steps.Fault("no sweep was fired")
 		}
 		for _, e := range sweepEntries(s.sweep, sid) {
 			if v, ok := e["current_version"]; ok && v == nil {
@@ -594,14 +592,14 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(false, "the sweep does not report %s with current_version null: %s", sid, s.sweep)
 	})
-	sc.Step(`^the sweep reports `+contractRefs+` as neither grandfathered nor evicted$`, func(ctx context.Context, ref string) error {
+	c.Then(`^the sweep reports `+contractRefs+` as neither grandfathered nor evicted$`, func(ctx context.Context, ref string) error {
 		w, s := steps.From(ctx), st(ctx)
 		sid, err := s.contractRef(ref)
 		if err != nil {
 			return err
 		}
 		if s.sweep == nil {
-			return fmt.Errorf("scenario error: no sweep was fired")
+			return steps.Fault("no sweep was fired")
 		}
 		if err := w.Assert(s.sweep.Status == 200, "the sweep was refused: %s", s.sweep); err != nil {
 			return err
@@ -613,26 +611,26 @@ func registerAssertions(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(true, "")
 	})
-	sc.Step(`^the response is a replay of "([a-z]+)"'s first response to Idempotency-Key "([a-z0-9-]+)"$`, func(ctx context.Context, who, key string) error {
+	c.Then(`^the response is a replay of "([a-z]+)"'s first response to Idempotency-Key "([a-z0-9-]+)"$`, func(ctx context.Context, who, key string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
 		first := s.firstByKey[who+"\x00"+key]
 		if first == nil || first == r {
-			return fmt.Errorf("scenario error: no earlier response of %q to key %q", who, key)
+			return steps.Fault("no earlier response of %q to key %q", who, key)
 		}
 		return w.Assert(r.Status == first.Status && steps.JSONEqual(r.Body, first.Body),
 			"the replay is not the cached response:\nfirst:  %s\nreplay: %s", first, r)
 	})
-	sc.Step(`^the response is not "([a-z]+)"'s response to Idempotency-Key "([a-z0-9-]+)"$`, func(ctx context.Context, who, key string) error {
+	c.Then(`^the response is not "([a-z]+)"'s response to Idempotency-Key "([a-z0-9-]+)"$`, func(ctx context.Context, who, key string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
 		first := s.firstByKey[who+"\x00"+key]
 		if first == nil || first == r {
-			return fmt.Errorf("scenario error: no earlier response of %q to key %q", who, key)
+			return steps.Fault("no earlier response of %q to key %q", who, key)
 		}
 		same := steps.JSONEqual(r.Body, first.Body)
 		if a, b := r.Header.Get("Contract-Synthesized"), first.Header.Get("Contract-Synthesized"); a != "" && a == b {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
-	"github.com/parley-conformance/parley/steps"
 	agtpsteps "github.com/parley-conformance/parley/steps/agtp"
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // TestExecAdapterCertifiesATOMLConfiguredHost runs the AGTP corpus through
@@ -57,20 +57,20 @@ func TestExecAdapterCertifiesATOMLConfiguredHost(t *testing.T) {
 	var passed, blocked int
 	for _, r := range res.Rows {
 		e, _ := reg.Lookup(r.ID)
-		want := steps.ExecutedPass
+		want := verdict.ExecutedPass
 		if e.Witness == scenarios.WitnessSeam {
-			want = steps.Blocked
+			want = verdict.Blocked
 		}
 		if r.Result != want {
 			t.Errorf("%s (%s witness) through the exec adapter: %s, want %s (%s)", r.ID, e.Witness, r.Result, want, r.Detail)
 		}
-		if r.Result == steps.Blocked && !strings.Contains(r.Detail, "no test seams") {
-			t.Errorf("%s blocked for another reason than the missing seams: %s", r.ID, r.Detail)
+		if r.Result == verdict.Blocked && (r.Cause != verdict.CauseDeclined || !strings.Contains(r.Detail, "no test seams")) {
+			t.Errorf("%s blocked for another reason than the declined seams: %s: %s", r.ID, r.Cause, r.Detail)
 		}
 		switch r.Result {
-		case steps.ExecutedPass:
+		case verdict.ExecutedPass:
 			passed++
-		case steps.Blocked:
+		case verdict.Blocked:
 			blocked++
 		}
 	}

@@ -30,10 +30,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 	wire "github.com/parley-conformance/parley/wire/agtp"
 )
 
@@ -46,11 +46,11 @@ const (
 )
 
 // Register binds every AGTP step phrase.
-func Register(sc *godog.ScenarioContext) {
-	registerHost(sc)
-	registerActions(sc)
-	registerAssertions(sc)
-	registerPropose(sc)
+func Register(c *steps.Catalog) {
+	registerHost(c)
+	registerActions(c)
+	registerAssertions(c)
+	registerPropose(c)
 }
 
 type agent struct {
@@ -119,7 +119,7 @@ func (s *state) addAgent(name string, tier int, scopes []string) {
 func (s *state) agent(name string) (*agent, error) {
 	a := s.agents[name]
 	if a == nil {
-		return nil, fmt.Errorf("scenario error: no Given step declared agent %q", name)
+		return nil, steps.Fault("no Given step declared agent %q", name)
 	}
 	return a, nil
 }
@@ -284,24 +284,24 @@ func reconfigure(ctx context.Context) error {
 	})
 }
 
-func registerHost(sc *godog.ScenarioContext) {
-	sc.Step(`^an AGTP server reached over (TLS 1\.3|plaintext loopback)$`, func(ctx context.Context, transport string) error {
+func registerHost(c *steps.Catalog) {
+	c.Given(`^an AGTP server reached over (TLS 1\.3|plaintext loopback)$`, func(ctx context.Context, transport string) error {
 		st(ctx).transport = transport
 		return reconfigure(ctx)
 	})
-	sc.Step(`^its \[policies\.rcns\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
+	c.Given(`^its \[policies\.rcns\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
 		st(ctx).knobs[knob] = literal
 		return reconfigure(ctx)
 	})
-	sc.Step(`^its \[policies\.propose\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
+	c.Given(`^its \[policies\.propose\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
 		st(ctx).propKnobs[knob] = literal
 		return reconfigure(ctx)
 	})
-	sc.Step(`^its \[policies\.rcns\] leaves ([a-z_]+) unset$`, func(ctx context.Context, knob string) error {
+	c.Given(`^its \[policies\.rcns\] leaves ([a-z_]+) unset$`, func(ctx context.Context, knob string) error {
 		delete(st(ctx).knobs, knob)
 		return reconfigure(ctx)
 	})
-	sc.Step(`^agent "([a-z]+)" has trust tier ([123]) and is granted "([^"]*)"$`, func(ctx context.Context, name string, tier int, grant string) error {
+	c.Given(`^agent "([a-z]+)" has trust tier ([123]) and is granted "([^"]*)"$`, func(ctx context.Context, name string, tier int, grant string) error {
 		var scopes []string
 		for _, t := range strings.Split(grant, ",") {
 			if t = strings.TrimSpace(t); t != "" {
@@ -311,7 +311,7 @@ func registerHost(sc *godog.ScenarioContext) {
 		st(ctx).addAgent(name, tier, scopes)
 		return reconfigure(ctx)
 	})
-	sc.Step(`^the operator's recipe seam is available$`, func(ctx context.Context) error {
+	c.Given(`^the operator's recipe seam is available$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
 	})
 }
@@ -323,19 +323,19 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	}
 	w := steps.From(ctx)
 	if s.transport == "" {
-		return nil, errors.New("scenario error: no step said which transport reaches the AGTP server")
+		return nil, steps.Fault("no step said which transport reaches the AGTP server")
 	}
 	h, err := w.Host(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if h.AGTP == "" {
-		return nil, w.Block(`the host exposes no AGTP listener (its ready line has no "agtp" address)`)
+		return nil, steps.Fail(`the host exposes no AGTP listener (its ready line has no "agtp" address)`)
 	}
 	if s.transport == TransportPlaintext && h.Isolated {
 		// The published port is loopback on this side, but the host sees the
 		// connection arrive from its namespace's gateway, off loopback.
-		return nil, w.Block("plaintext AGTP is for loopback peers only, and a host in a network namespace of its own (container target) is not reached from loopback; certify plaintext rows with the exec or refhost target")
+		return nil, w.Block(verdict.CauseTarget, "plaintext AGTP is for loopback peers only, and a host in a network namespace of its own (container target) is not reached from loopback; certify plaintext rows with the exec or refhost target")
 	}
 	opt := wire.ClientOptions{Timeout: steps.ExchangeTimeout, DialTimeout: 5 * time.Second,
 		Limits: wire.Limits{MaxBodyBytes: steps.MaxBodyBytes}}
@@ -348,10 +348,10 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	}
 	c, err := wire.NewClient(h.AGTP, opt)
 	if errors.Is(err, wire.ErrPlaintextNotLoopback) {
-		return nil, w.Block("plaintext AGTP is only allowed to a loopback address and the host is at " + h.AGTP)
+		return nil, w.Block(verdict.CauseTarget, "plaintext AGTP is only allowed to a loopback address and the host is at %s", h.AGTP)
 	}
 	if err != nil {
-		return nil, err
+		return nil, steps.Fail("the host's AGTP address %q cannot be dialled: %v", h.AGTP, err)
 	}
 	w.Cleanup(func() { _ = c.Close() })
 	s.client = c

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/schemas"
@@ -84,7 +83,7 @@ func parseProposalTail(tail string) (proposalOpts, error) {
 			m = propRemember.FindStringSubmatch(tail)
 			o.remembered = m[1]
 		default:
-			return o, fmt.Errorf("scenario error: cannot read the proposal %q", tail)
+			return o, steps.Fault("cannot read the proposal %q", tail)
 		}
 		tail = tail[len(m[0]):]
 	}
@@ -177,8 +176,8 @@ func endSession(ctx context.Context) error {
 	}
 	bound := s.sessionBound
 	s.sessionBound = nil
-	prev := w.Last
-	defer func() { w.Last = prev }()
+	prev := w.Last()
+	defer func() { w.SetLast(prev) }()
 	deadline := time.Now().Add(3 * time.Second)
 	for _, b := range bound {
 		for {
@@ -210,13 +209,13 @@ func endSession(ctx context.Context) error {
 func pollProposal(ctx context.Context, who string) (*steps.Response, error) {
 	s := st(ctx)
 	if s.proposal == "" {
-		return nil, fmt.Errorf("scenario error: no 261 named a proposal_id")
+		return nil, steps.Fault("no 261 named a proposal_id")
 	}
 	return floor(ctx, who, "QUERY", "/proposals/"+s.proposal, map[string]any{"intent": "the status of proposal " + s.proposal})
 }
 
-func registerPropose(sc *godog.ScenarioContext) {
-	sc.Step(`^"([a-z]+)" proposes ([A-Za-z]+) (\S+)(.*)$`, func(ctx context.Context, who, method, path, tail string) error {
+func registerPropose(c *steps.Catalog) {
+	c.Then(`^"([a-z]+)" proposes ([A-Za-z]+) (\S+)(.*)$`, func(ctx context.Context, who, method, path, tail string) error {
 		s := st(ctx)
 		o, err := parseProposalTail(tail)
 		if err != nil {
@@ -240,11 +239,11 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^"([a-z]+)" polls the proposal$`, func(ctx context.Context, who string) error {
+	c.Then(`^"([a-z]+)" polls the proposal$`, func(ctx context.Context, who string) error {
 		_, err := pollProposal(ctx, who)
 		return err
 	})
-	sc.Step(`^"([a-z]+)" polls the proposal until it is decided$`, func(ctx context.Context, who string) error {
+	c.Then(`^"([a-z]+)" polls the proposal until it is decided$`, func(ctx context.Context, who string) error {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			r, err := pollProposal(ctx, who)
@@ -261,41 +260,41 @@ func registerPropose(sc *godog.ScenarioContext) {
 			}
 		}
 	})
-	sc.Step(`^"([a-z]+)" (approves|rejects) the proposal$`, func(ctx context.Context, who, decision string) error {
+	c.Then(`^"([a-z]+)" (approves|rejects) the proposal$`, func(ctx context.Context, who, decision string) error {
 		w, s := steps.From(ctx), st(ctx)
 		if s.proposal == "" {
-			return fmt.Errorf("scenario error: no 261 named a proposal_id")
+			return steps.Fault("no 261 named a proposal_id")
 		}
 		status := "approved"
 		if decision == "rejects" {
 			status = "rejected"
 		}
-		prev := w.Last
+		prev := w.Last()
 		r, err := floor(ctx, who, "CONFIRM", "/", map[string]any{"target_id": s.proposal, "status": status, "reason": "parley: operator review"})
-		w.Last = prev
+		w.SetLast(prev)
 		if err != nil {
 			return err
 		}
 		return w.Assert(is2xx(r), "the operator's review decision (CONFIRM target_id=%s status=%s) was not taken: %s", s.proposal, status, r)
 	})
-	sc.Step(`^the AGTP session ends$`, endSession)
-	sc.Step(`^"([a-z]+)" lists its contracts$`, func(ctx context.Context, who string) error {
+	c.Then(`^the AGTP session ends$`, endSession)
+	c.Then(`^"([a-z]+)" lists its contracts$`, func(ctx context.Context, who string) error {
 		_, err := floor(ctx, who, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
 		return err
 	})
-	sc.Step(`^"([a-z]+)" reads the manifest$`, func(ctx context.Context, who string) error {
+	c.When(`^"([a-z]+)" reads the manifest$`, func(ctx context.Context, who string) error {
 		_, err := floor(ctx, who, "DISCOVER", "/", map[string]any{"criteria": "endpoints"})
 		return err
 	})
-	sc.Step(`^"([a-z]+)" discovers the synthesis patterns$`, func(ctx context.Context, who string) error {
+	c.Then(`^"([a-z]+)" discovers the synthesis patterns$`, func(ctx context.Context, who string) error {
 		_, err := floor(ctx, who, "DISCOVER", "/patterns", map[string]any{"criteria": "patterns"})
 		return err
 	})
-	sc.Step(`^"([a-z]+)" inspects an unknown synthesis_id$`, func(ctx context.Context, who string) error {
+	c.When(`^"([a-z]+)" inspects an unknown synthesis_id$`, func(ctx context.Context, who string) error {
 		_, err := floor(ctx, who, "INSPECT", "/", map[string]any{"target": "contract", "synthesis_id": "syn_parley-never-issued-" + uuid.NewString()})
 		return err
 	})
-	sc.Step(`^"([a-z]+)" inspects the RCNS attempt of that answer$`, func(ctx context.Context, who string) error {
+	c.When(`^"([a-z]+)" inspects the RCNS attempt of that answer$`, func(ctx context.Context, who string) error {
 		s := st(ctx)
 		if s.lastAttempt == "" {
 			return steps.From(ctx).Assert(false, "no answer carried an RCNS-Attempt-Id to inspect")
@@ -304,7 +303,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		return err
 	})
 
-	sc.Step(`^the AGTP body satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
+	c.Then(`^the AGTP body satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -313,7 +312,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		err = schemas.ValidateJSON(name, b)
 		return w.Assert(err == nil, "the body (its result, when enveloped) does not satisfy %s: %v\n%s", name, err, r)
 	})
-	sc.Step(`^the response is a 263 for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, path string) error {
+	c.Then(`^the response is a 263 for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, path string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -327,7 +326,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		gp, _ := doc["path"].(string)
 		return w.Assert(gm == method && gp == path, "the 263 names %q %q at top level, not the proposed pair %s %s: %s", gm, gp, method, path, r)
 	})
-	sc.Step(`^the 263 body carries synthesis_id, endpoint and recipe_lineage "([a-z-]+)" version "([^"]*)"$`, func(ctx context.Context, name, version string) error {
+	c.Then(`^the 263 body carries synthesis_id, endpoint and recipe_lineage "([a-z-]+)" version "([^"]*)"$`, func(ctx context.Context, name, version string) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -346,20 +345,20 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(r.Status == 263 && len(problems) == 0, "the 263 body is incomplete (%s): %s", strings.Join(problems, "; "), r)
 	})
-	sc.Step(`^the response carries a synthesis_id other than contract "([a-z]+)"'s$`, func(ctx context.Context, name string) error {
+	c.Then(`^the response carries a synthesis_id other than contract "([a-z]+)"'s$`, func(ctx context.Context, name string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
 		old, ok := s.named[name]
 		if !ok {
-			return fmt.Errorf("scenario error: no contract remembered as %q", name)
+			return steps.Fault("no contract remembered as %q", name)
 		}
 		doc, _ := body(r)
 		sid, _ := doc["synthesis_id"].(string)
 		return w.Assert(sid != "" && sid != old, "expected a new synthesis_id, got %q (contract %q is %s): %s", sid, name, old, r)
 	})
-	sc.Step(`^the response status is 261 with a proposal_id$`, func(ctx context.Context) error {
+	c.Then(`^the response status is 261 with a proposal_id$`, func(ctx context.Context) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -374,7 +373,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(id == s.proposal, "the 261 names proposal %q, not the one submitted (%q): %s", id, s.proposal, r)
 	})
-	sc.Step(`^the listing (includes|omits) `+contractRefs+`$`, func(ctx context.Context, how, ref string) error {
+	c.Then(`^the listing (includes|omits) `+contractRefs+`$`, func(ctx context.Context, how, ref string) error {
 		w, sid, r, doc, err := lastAbout(ctx, ref, "DISCOVER /contracts")
 		if err != nil {
 			return err
@@ -387,7 +386,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(listed == (how == "includes"), "expected DISCOVER /contracts to %s %s (%s): %s", map[bool]string{true: "list", false: "omit"}[how == "includes"], ref, sid, r)
 	})
-	sc.Step(`^the manifest (lists|does not list) ([A-Z]+) (\S+)$`, func(ctx context.Context, how, method, path string) error {
+	c.Then(`^the manifest (lists|does not list) ([A-Z]+) (\S+)$`, func(ctx context.Context, how, method, path string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -405,7 +404,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(listed == (how == "lists"), "the manifest (DISCOVER /) %s %s %s: %s", map[bool]string{true: "lists", false: "does not list"}[listed], method, path, r)
 	})
-	sc.Step(`^the patterns include recipe "([a-z-]+)" version "([^"]*)" for ([A-Z]+) (\S+)$`, func(ctx context.Context, name, version, method, path string) error {
+	c.Then(`^the patterns include recipe "([a-z-]+)" version "([^"]*)" for ([A-Z]+) (\S+)$`, func(ctx context.Context, name, version, method, path string) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -421,7 +420,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(false, "DISCOVER /patterns lists no pattern %s %s of recipe %s version %s: %s", method, path, name, version, r)
 	})
-	sc.Step(`^the response describes `+contractRefs+` for ([A-Z]+) (\S+) under recipe "([a-z-]+)" version "([^"]*)"$`, func(ctx context.Context, ref, method, path, name, version string) error {
+	c.Then(`^the response describes `+contractRefs+` for ([A-Z]+) (\S+) under recipe "([a-z-]+)" version "([^"]*)"$`, func(ctx context.Context, ref, method, path, name, version string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -452,7 +451,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(problems) == 0, "INSPECT target=contract is incomplete (%s): %s", strings.Join(problems, "; "), r)
 	})
-	sc.Step(`^the response reveals nothing of `+contractRefs+`$`, func(ctx context.Context, ref string) error {
+	c.Then(`^the response reveals nothing of `+contractRefs+`$`, func(ctx context.Context, ref string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
@@ -480,7 +479,7 @@ func registerPropose(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(leaked) == 0, "the refusal reveals the contract's %s: %s", strings.Join(leaked, ", "), r)
 	})
-	sc.Step(`^the attempt record names status (\d+), reason ([a-z-]+) and ([A-Z]+) (\S+)$`, func(ctx context.Context, status int, reason, method, path string) error {
+	c.Then(`^the attempt record names status (\d+), reason ([a-z-]+) and ([A-Z]+) (\S+)$`, func(ctx context.Context, status int, reason, method, path string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
 			return err

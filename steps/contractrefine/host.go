@@ -8,45 +8,44 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cucumber/godog"
-
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 const family = "contractrefine"
 
 // Register binds every ContractRefine step phrase.
-func Register(sc *godog.ScenarioContext) {
-	registerHost(sc)
-	registerPreflight(sc)
-	registerWAL(sc)
-	registerTool(sc)
+func Register(c *steps.Catalog) {
+	registerHost(c)
+	registerPreflight(c)
+	registerWAL(c)
+	registerTool(c)
 }
 
 func configure(ctx context.Context, edit func(map[string]any)) error {
 	return steps.From(ctx).Configure(family, edit)
 }
 
-func registerHost(sc *godog.ScenarioContext) {
-	sc.Step(`^a ContractRefine host whose runtime\.contract_refine\.mode is unset$`, func(ctx context.Context) error {
+func registerHost(c *steps.Catalog) {
+	c.Given(`^a ContractRefine host whose runtime\.contract_refine\.mode is unset$`, func(ctx context.Context) error {
 		return configure(ctx, func(m map[string]any) { delete(m, "mode") })
 	})
-	sc.Step(`^a ContractRefine host whose runtime\.contract_refine\.mode is "([^"]*)"$`, func(ctx context.Context, mode string) error {
+	c.Given(`^a ContractRefine host whose runtime\.contract_refine\.mode is "([^"]*)"$`, func(ctx context.Context, mode string) error {
 		return configure(ctx, func(m map[string]any) { m["mode"] = mode })
 	})
-	sc.Step(`^a ContractRefine host in "([^"]*)" mode with no contract verifier wired$`, func(ctx context.Context, mode string) error {
+	c.Given(`^a ContractRefine host in "([^"]*)" mode with no contract verifier wired$`, func(ctx context.Context, mode string) error {
 		return configure(ctx, func(m map[string]any) {
 			m["mode"] = mode
 			m["verifier"] = map[string]any{"wired": false}
 		})
 	})
-	sc.Step(`^a ContractRefine host in "([^"]*)" mode with no telemetry emitter wired$`, func(ctx context.Context, mode string) error {
+	c.Given(`^a ContractRefine host in "([^"]*)" mode with no telemetry emitter wired$`, func(ctx context.Context, mode string) error {
 		return configure(ctx, func(m map[string]any) {
 			m["mode"] = mode
 			m["emitter"] = "none"
 		})
 	})
-	sc.Step(`^a ContractRefine host in "([^"]*)" mode whose WAL (emit|reads?) fails?$`, func(ctx context.Context, mode, what string) error {
+	c.Given(`^a ContractRefine host in "([^"]*)" mode whose WAL (emit|reads?) fails?$`, func(ctx context.Context, mode, what string) error {
 		knob := "wal_emit"
 		if strings.HasPrefix(what, "read") {
 			knob = "wal_read"
@@ -60,29 +59,29 @@ func registerHost(sc *godog.ScenarioContext) {
 			m["faults"] = map[string]any{knob: "fail"}
 		})
 	})
-	sc.Step(`^a ContractRefine host in "([^"]*)" mode whose live lock fingerprint is "([^"]*)" and whose verifier was built with "([^"]*)"$`, func(ctx context.Context, mode, live, built string) error {
+	c.Given(`^a ContractRefine host in "([^"]*)" mode whose live lock fingerprint is "([^"]*)" and whose verifier was built with "([^"]*)"$`, func(ctx context.Context, mode, live, built string) error {
 		return configure(ctx, func(m map[string]any) {
 			m["mode"] = mode
 			m["lock_fingerprint"] = live
 			m["verifier"] = map[string]any{"lock_fingerprint": built}
 		})
 	})
-	sc.Step(`^a ContractRefine host in "([^"]*)" mode whose policy bundle requires preflight for "([^"]*)"$`, func(ctx context.Context, mode, kind string) error {
+	c.Given(`^a ContractRefine host in "([^"]*)" mode whose policy bundle requires preflight for "([^"]*)"$`, func(ctx context.Context, mode, kind string) error {
 		return configure(ctx, func(m map[string]any) {
 			m["mode"] = mode
 			m["policy"] = map[string]any{"requires_preflight": []string{kind}}
 		})
 	})
-	sc.Step(`^a ContractRefine host in "([^"]*)" mode allowing at most (\d+) repair attempts$`, func(ctx context.Context, mode string, n int) error {
+	c.Given(`^a ContractRefine host in "([^"]*)" mode allowing at most (\d+) repair attempts$`, func(ctx context.Context, mode string, n int) error {
 		return configure(ctx, func(m map[string]any) {
 			m["mode"] = mode
 			m["max_repair_attempts"] = n
 		})
 	})
-	sc.Step(`^the WAL seam is enabled$`, func(ctx context.Context) error {
+	c.Given(`^the WAL seam is enabled$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
 	})
-	sc.Step(`^the host's startup log has a warning that names "([^"]*)"$`, func(ctx context.Context, value string) error {
+	c.Then(`^the host's startup log has a warning that names "([^"]*)"$`, func(ctx context.Context, value string) error {
 		w := steps.From(ctx)
 		h, err := w.Host(ctx)
 		if err != nil {
@@ -90,7 +89,7 @@ func registerHost(sc *godog.ScenarioContext) {
 		}
 		lines, ok := h.Logs()
 		if !ok {
-			return w.Block("the target cannot read the host's log (use the refhost or exec target)")
+			return w.Block(verdict.CauseTarget, "the target cannot read the host's log (use the refhost or exec target)")
 		}
 		for _, l := range lines {
 			if strings.Contains(l, value) && strings.Contains(strings.ToLower(l), "warn") {

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
@@ -37,7 +36,7 @@ func st(ctx context.Context) *state {
 
 func (s *state) last() (decision, error) {
 	if len(s.decisions) == 0 {
-		return decision{}, errorf("scenario error: no preflight decision yet")
+		return decision{}, steps.Fault("no preflight decision yet")
 	}
 	return s.decisions[len(s.decisions)-1], nil
 }
@@ -138,15 +137,15 @@ func jsonHeader() http.Header { return http.Header{"Content-Type": {"application
 
 var reasonShape = regexp.MustCompile(`^contract: [a-z][a-z0-9_]*$`)
 
-func registerPreflight(sc *godog.ScenarioContext) {
-	sc.Step(`^the agent requests a preflight (.+)$`, func(ctx context.Context, which string) error {
+func registerPreflight(c *steps.Catalog) {
+	c.When(`^the agent requests a preflight (.+)$`, func(ctx context.Context, which string) error {
 		mk, ok := requestVariants[which]
 		if !ok {
-			return errorf("scenario error: no reference preflight request is described as %q", which)
+			return steps.Fault("no reference preflight request is described as %q", which)
 		}
 		return post(ctx, mk(st(ctx).text), jsonHeader())
 	})
-	sc.Step(`^the agent requests a passing preflight with zone "([^"]*)", environment "([^"]*)", node "([^"]*)" and agent "([^"]*)"$`, func(ctx context.Context, zone, env, node, agent string) error {
+	c.When(`^the agent requests a passing preflight with zone "([^"]*)", environment "([^"]*)", node "([^"]*)" and agent "([^"]*)"$`, func(ctx context.Context, zone, env, node, agent string) error {
 		r := passingRequest(st(ctx).text)
 		r["context"].(map[string]any)["zone"] = zone
 		r["context"].(map[string]any)["environment"] = env
@@ -154,27 +153,27 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		r["actor"].(map[string]any)["agent_id"] = agent
 		return post(ctx, r, jsonHeader())
 	})
-	sc.Step(`^the agent sends a passing preflight request with no request headers$`, func(ctx context.Context) error {
+	c.When(`^the agent sends a passing preflight request with no request headers$`, func(ctx context.Context) error {
 		return post(ctx, passingRequest(st(ctx).text), nil)
 	})
-	sc.Step(`^the agent sends that preflight request again$`, func(ctx context.Context) error {
+	c.When(`^the agent sends that preflight request again$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		if s.body == nil {
-			return errorf("scenario error: no preflight request sent yet")
+			return steps.Fault("no preflight request sent yet")
 		}
 		return postRaw(ctx, s.body, jsonHeader(), w, s)
 	})
-	sc.Step(`^the agent requests the same repairable preflight under another session$`, func(ctx context.Context) error {
+	c.When(`^the agent requests the same repairable preflight under another session$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if s.request == nil {
-			return errorf("scenario error: no preflight request sent yet")
+			return steps.Fault("no preflight request sent yet")
 		}
 		var r map[string]any
 		_ = json.Unmarshal(s.body, &r)
 		r["actor"].(map[string]any)["session_id"] = "parley-session-" + uuid.NewString()
 		return post(ctx, r, jsonHeader())
 	})
-	sc.Step(`^a client posts (no body|an empty body|a truncated preflight request|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
+	c.Given(`^a client posts (no body|an empty body|a truncated preflight request|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
 		w, s := steps.From(ctx), st(ctx)
 		var b []byte
 		switch what {
@@ -193,7 +192,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		return err
 	})
 
-	sc.Step(`^the response carries no decision$`, func(ctx context.Context) error {
+	c.Then(`^the response carries no decision$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
@@ -210,7 +209,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(true, "")
 	})
-	sc.Step(`^the response field "([^"]*)" is not "([^"]*)"$`, func(ctx context.Context, path, not string) error {
+	c.Then(`^the response field "([^"]*)" is not "([^"]*)"$`, func(ctx context.Context, path, not string) error {
 		w := steps.From(ctx)
 		v, ok, err := w.Field(path)
 		if err != nil {
@@ -219,7 +218,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		r, _ := w.LastResponse()
 		return w.Assert(ok && steps.Text(v) != not, "expected %s present and not %q: %s", path, not, r)
 	})
-	sc.Step(`^the decision carries at least one repair hint$`, func(ctx context.Context) error {
+	c.Then(`^the decision carries at least one repair hint$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		v, ok, err := w.Field("repair_hints")
 		if err != nil {
@@ -229,7 +228,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		r, _ := w.LastResponse()
 		return w.Assert(ok && isList && len(hints) > 0, "expected a non-empty repair_hints list: %s", r)
 	})
-	sc.Step(`^the repair hints equal the first decision's$`, func(ctx context.Context) error {
+	c.Then(`^the repair hints equal the first decision's$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		if len(s.decisions) < 2 {
 			return w.Assert(false, "expected two decisions, have %d", len(s.decisions))
@@ -238,7 +237,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		last, _ := json.Marshal(s.decisions[len(s.decisions)-1].doc["repair_hints"])
 		return w.Assert(steps.JSONEqual(first, last), "repair hints differ for the same plan:\nfirst: %s\nlater: %s", first, last)
 	})
-	sc.Step(`^every decision so far has a distinct "([^"]*)"$`, func(ctx context.Context, field string) error {
+	c.Then(`^every decision so far has a distinct "([^"]*)"$`, func(ctx context.Context, field string) error {
 		w, s := steps.From(ctx), st(ctx)
 		seen := map[string]bool{}
 		for _, d := range s.decisions {
@@ -250,7 +249,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(s.decisions) >= 2, "expected at least two decisions, have %d", len(s.decisions))
 	})
-	sc.Step(`^the decision's reason has the shape "contract: <subreason>"$`, func(ctx context.Context) error {
+	c.Then(`^the decision's reason has the shape "contract: <subreason>"$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		reason, err := w.StringField("reason")
 		if err != nil {
@@ -258,7 +257,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(reasonShape.MatchString(reason), "reason %q does not have the shape contract: <subreason>", reason)
 	})
-	sc.Step(`^the response field "([^"]*)" is an RFC 3339 time in the future$`, func(ctx context.Context, path string) error {
+	c.Then(`^the response field "([^"]*)" is an RFC 3339 time in the future$`, func(ctx context.Context, path string) error {
 		w := steps.From(ctx)
 		v, err := w.StringField(path)
 		if err != nil {
@@ -272,7 +271,7 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		return w.Assert(t.After(time.Now().Add(-5*time.Second)), "%s = %s is not in the future", path, v)
 	})
 
-	sc.Step(`^the agent retrieves that preflight$`, func(ctx context.Context) error {
+	c.When(`^the agent retrieves that preflight$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		d, err := s.last()
 		if err != nil {
@@ -281,22 +280,22 @@ func registerPreflight(sc *godog.ScenarioContext) {
 		_, err = w.Do(ctx, http.MethodGet, "/v1/preflight/"+d.str("preflight_id"), nil, nil)
 		return err
 	})
-	sc.Step(`^the agent retrieves the preflight "([^"]*)"$`, func(ctx context.Context, id string) error {
+	c.When(`^the agent retrieves the preflight "([^"]*)"$`, func(ctx context.Context, id string) error {
 		_, err := steps.From(ctx).Do(ctx, http.MethodGet, "/v1/preflight/"+id, nil, nil)
 		return err
 	})
-	sc.Step(`^the agent retrieves an unknown preflight id$`, func(ctx context.Context) error {
+	c.When(`^the agent retrieves an unknown preflight id$`, func(ctx context.Context) error {
 		_, err := steps.From(ctx).Do(ctx, http.MethodGet, "/v1/preflight/"+uuid.NewString(), nil, nil)
 		return err
 	})
-	sc.Step(`^the response is the decision that POST returned, verbatim$`, func(ctx context.Context) error {
+	c.Then(`^the response is the decision that POST returned, verbatim$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
 			return err
 		}
 		if len(s.decisions) == 0 {
-			return errorf("scenario error: no decision to compare with")
+			return steps.Fault("no decision to compare with")
 		}
 		// The GET answer is the last recorded exchange, the POST decision the
 		// one before it (GET 200s are not decisions and are not recorded).

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
@@ -31,23 +30,23 @@ func callTool(ctx context.Context, kind, preflightID string) error {
 	return err
 }
 
-func registerTool(sc *godog.ScenarioContext) {
-	sc.Step(`^the agent calls tool "([^"]*)" bound to that preflight$`, func(ctx context.Context, kind string) error {
+func registerTool(c *steps.Catalog) {
+	c.When(`^the agent calls tool "([^"]*)" bound to that preflight$`, func(ctx context.Context, kind string) error {
 		d, err := st(ctx).last()
 		if err != nil {
 			return err
 		}
 		return callTool(ctx, kind, d.str("preflight_id"))
 	})
-	sc.Step(`^the agent calls tool "([^"]*)" bound to an unknown preflight id$`, func(ctx context.Context, kind string) error {
+	c.When(`^the agent calls tool "([^"]*)" bound to an unknown preflight id$`, func(ctx context.Context, kind string) error {
 		s := st(ctx)
 		s.unknownID = uuid.NewString()
 		return callTool(ctx, kind, s.unknownID)
 	})
-	sc.Step(`^the agent calls tool "([^"]*)" without a preflight id$`, func(ctx context.Context, kind string) error {
+	c.When(`^the agent calls tool "([^"]*)" without a preflight id$`, func(ctx context.Context, kind string) error {
 		return callTool(ctx, kind, "")
 	})
-	sc.Step(`^the tool did not run$`, func(ctx context.Context) error {
+	c.Then(`^the tool did not run$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
@@ -55,7 +54,7 @@ func registerTool(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(!strings.Contains(string(r.Body), s.text), "the denied call still echoed its params: %s", r)
 	})
-	sc.Step(`^the tool ran with the plan's params$`, func(ctx context.Context) error {
+	c.Then(`^the tool ran with the plan's params$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
@@ -63,10 +62,10 @@ func registerTool(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(strings.Contains(string(r.Body), s.text), "tool.echo did not echo %q: %s", s.text, r)
 	})
-	sc.Step(`^no WAL frame refers to that preflight id$`, func(ctx context.Context) error {
+	c.Then(`^no WAL frame refers to that preflight id$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		if s.unknownID == "" {
-			return errorf("scenario error: no unknown preflight id was presented")
+			return steps.Fault("no unknown preflight id was presented")
 		}
 		fs, err := frames(ctx, "", nil)
 		if err != nil {
@@ -79,7 +78,7 @@ func registerTool(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(true, "")
 	})
-	sc.Step(`^the WAL holds an autonomy\.decision frame (?:with outcome "([^"]*)" )?carrying that preflight's audit_id$`, func(ctx context.Context, outcome string) error {
+	c.Then(`^the WAL holds an autonomy\.decision frame (?:with outcome "([^"]*)" )?carrying that preflight's audit_id$`, func(ctx context.Context, outcome string) error {
 		w := steps.From(ctx)
 		d, err := st(ctx).last()
 		if err != nil {

@@ -3,12 +3,9 @@ package contractrefine
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-
-	"github.com/cucumber/godog"
 
 	"github.com/parley-conformance/parley/steps"
 )
@@ -46,7 +43,7 @@ func frames(ctx context.Context, kind string, attrs map[string]string) ([]frame,
 		return nil, err
 	}
 	if !h.Config.Seams() {
-		return nil, errorf("scenario error: reading the WAL needs \"the WAL seam is enabled\" among the Given steps")
+		return nil, steps.Fault("reading the WAL needs \"the WAL seam is enabled\" among the Given steps")
 	}
 	q := url.Values{}
 	if kind != "" {
@@ -55,27 +52,24 @@ func frames(ctx context.Context, kind string, attrs map[string]string) ([]frame,
 	for k, v := range attrs {
 		q.Set("attr."+k, v)
 	}
-	r, err := w.Fetch(ctx, http.MethodGet, walSeam+"?"+q.Encode(), nil, nil)
+	r, err := w.Seam(ctx, http.MethodGet, walSeam+"?"+q.Encode(), nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	if r.Status == http.StatusNotFound {
-		return nil, w.Block("the host has no WAL read-back seam at " + walSeam)
-	}
 	if r.Status != http.StatusOK {
-		return nil, fmt.Errorf("the WAL seam answered %d: %s", r.Status, r)
+		return nil, steps.Fail("the WAL seam answered %d: %s", r.Status, r)
 	}
 	var body struct {
 		Frames []json.RawMessage `json:"frames"`
 	}
-	if err := json.Unmarshal(r.Body, &body); err != nil {
-		return nil, fmt.Errorf("the WAL seam's answer is not {\"frames\": [...]}: %v", err)
+	if err := json.Unmarshal(r.Body, &body); err != nil || body.Frames == nil {
+		return nil, steps.Fail("the WAL seam's answer is not {\"frames\": [...]} (%v): %s", err, r)
 	}
 	out := make([]frame, 0, len(body.Frames))
 	for _, raw := range body.Frames {
 		var f frame
 		if err := json.Unmarshal(raw, &f); err != nil {
-			return nil, fmt.Errorf("a WAL frame is not an object with kind and attrs: %v", err)
+			return nil, steps.Fail("a WAL frame is not an object with kind and attrs (%v): %s", err, raw)
 		}
 		f.raw = raw
 		// The seam filters, but the suite does not take the host's word for
@@ -116,8 +110,8 @@ func preflightFrame(ctx context.Context) (frame, decision, error) {
 	return fs[0], d, nil
 }
 
-func registerWAL(sc *godog.ScenarioContext) {
-	sc.Step(`^the WAL holds exactly one autonomy\.preflight frame for that preflight$`, func(ctx context.Context) error {
+func registerWAL(c *steps.Catalog) {
+	c.Then(`^the WAL holds exactly one autonomy\.preflight frame for that preflight$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		d, err := st(ctx).last()
 		if err != nil {
@@ -129,10 +123,10 @@ func registerWAL(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(len(fs) == 1, "expected exactly one autonomy.preflight frame for %s, found %d", d.str("preflight_id"), len(fs))
 	})
-	sc.Step(`^the WAL holds no autonomy\.preflight frame for that request's plan hash$`, func(ctx context.Context) error {
+	c.Then(`^the WAL holds no autonomy\.preflight frame for that request's plan hash$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		if s.request == nil {
-			return errorf("scenario error: no request recorded")
+			return steps.Fault("no request recorded")
 		}
 		ph, _ := steps.Lookup(s.request, "intent.plan_hash")
 		fs, err := frames(ctx, "autonomy.preflight", map[string]string{"plan_hash": steps.Text(ph)})
@@ -144,14 +138,14 @@ func registerWAL(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(true, "")
 	})
-	sc.Step(`^the WAL frame of that preflight satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
+	c.Then(`^the WAL frame of that preflight satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
 		f, _, err := preflightFrame(ctx)
 		if err != nil {
 			return err
 		}
 		return steps.From(ctx).ExpectSchema(name, f.raw)
 	})
-	sc.Step(`^the WAL frame of that preflight carries the decision's (.+)$`, func(ctx context.Context, list string) error {
+	c.Then(`^the WAL frame of that preflight carries the decision's (.+)$`, func(ctx context.Context, list string) error {
 		w := steps.From(ctx)
 		f, d, err := preflightFrame(ctx)
 		if err != nil {
@@ -170,7 +164,7 @@ func registerWAL(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the WAL frame of that preflight carries the request's plan_hash and capability$`, func(ctx context.Context) error {
+	c.Then(`^the WAL frame of that preflight carries the request's plan_hash and capability$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		f, _, err := preflightFrame(ctx)
 		if err != nil {
@@ -186,7 +180,7 @@ func registerWAL(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^the WAL frame of that preflight has contract_results encoding the decision's contract_results$`, func(ctx context.Context) error {
+	c.Then(`^the WAL frame of that preflight has contract_results encoding the decision's contract_results$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		f, d, err := preflightFrame(ctx)
 		if err != nil {
@@ -196,7 +190,7 @@ func registerWAL(sc *godog.ScenarioContext) {
 		want, _ := json.Marshal(d.doc["contract_results"])
 		return w.Assert(ok && steps.JSONEqual([]byte(enc), want), "frame contract_results %q does not encode the decision's %s", enc, want)
 	})
-	sc.Step(`^the WAL frame of that preflight has repair_hints_count equal to the number of the decision's repair hints$`, func(ctx context.Context) error {
+	c.Then(`^the WAL frame of that preflight has repair_hints_count equal to the number of the decision's repair hints$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		f, d, err := preflightFrame(ctx)
 		if err != nil {
@@ -208,7 +202,7 @@ func registerWAL(sc *godog.ScenarioContext) {
 		isInt := ok && json.Unmarshal(raw, &n) == nil
 		return w.Assert(isInt && n == len(hints), "frame repair_hints_count = %s, the decision has %d hints", raw, len(hints))
 	})
-	sc.Step(`^the WAL frame's reason has the shape "contract: <subreason>"$`, func(ctx context.Context) error {
+	c.Then(`^the WAL frame's reason has the shape "contract: <subreason>"$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		f, _, err := preflightFrame(ctx)
 		if err != nil {
@@ -217,7 +211,7 @@ func registerWAL(sc *godog.ScenarioContext) {
 		reason, _ := f.attr("reason")
 		return w.Assert(reasonShape.MatchString(reason), "frame reason %q does not have the shape contract: <subreason>", reason)
 	})
-	sc.Step(`^the WAL frame of that preflight has "([^"]*)" = "([^"]*)"$`, func(ctx context.Context, name, want string) error {
+	c.Then(`^the WAL frame of that preflight has "([^"]*)" = "([^"]*)"$`, func(ctx context.Context, name, want string) error {
 		w := steps.From(ctx)
 		f, _, err := preflightFrame(ctx)
 		if err != nil {
@@ -226,7 +220,7 @@ func registerWAL(sc *godog.ScenarioContext) {
 		got, ok := f.attr(name)
 		return w.Assert(ok && got == want, "frame attribute %s = %q (present: %v), want %q", name, got, ok, want)
 	})
-	sc.Step(`^the WAL frame's decision_json equals the decision that POST returned$`, func(ctx context.Context) error {
+	c.Then(`^the WAL frame's decision_json equals the decision that POST returned$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		f, d, err := preflightFrame(ctx)
 		if err != nil {
@@ -235,7 +229,7 @@ func registerWAL(sc *godog.ScenarioContext) {
 		dj, _ := f.attr("decision_json")
 		return w.Assert(steps.JSONEqual([]byte(dj), d.raw), "decision_json differs from the decision:\nframe: %s\nPOST:  %s", dj, d.raw)
 	})
-	sc.Step(`^the response is the WAL frame's decision_json$`, func(ctx context.Context) error {
+	c.Then(`^the response is the WAL frame's decision_json$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := w.LastResponse()
 		if err != nil {

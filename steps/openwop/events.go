@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cucumber/godog"
-
 	"github.com/parley-conformance/parley/peers/sse"
 	"github.com/parley-conformance/parley/steps"
 )
@@ -46,11 +44,11 @@ type tenantStream struct {
 	seen   []frameRec
 }
 
-func registerEvents(sc *godog.ScenarioContext) {
-	sc.Step(`^tenant "([^"]*)"'s host-event stream delivers exactly one negotiation\.decided record of that exchange$`, func(ctx context.Context, tenant string) error {
+func registerEvents(c *steps.Catalog) {
+	c.Then(`^tenant "([^"]*)"'s host-event stream delivers exactly one negotiation\.decided record of that exchange$`, func(ctx context.Context, tenant string) error {
 		return ownRecord(ctx, tenant)
 	})
-	sc.Step(`^tenant "([^"]*)"'s host-event stream does not deliver that record$`, func(ctx context.Context, tenant string) error {
+	c.Then(`^tenant "([^"]*)"'s host-event stream does not deliver that record$`, func(ctx context.Context, tenant string) error {
 		return notDelivered(ctx, tenant)
 	})
 }
@@ -169,7 +167,7 @@ func ownRecord(ctx context.Context, tenant string) error {
 		return err
 	}
 	if x.tenant != tenant {
-		return fmt.Errorf("scenario error: the exchange was made by tenant %q, not %q", x.tenant, tenant)
+		return steps.Fault("the exchange was made by tenant %q, not %q", x.tenant, tenant)
 	}
 	ts, err := stream(ctx, tenant)
 	if err != nil {
@@ -221,7 +219,7 @@ func notDelivered(ctx context.Context, tenant string) error {
 		return err
 	}
 	if x.tenant == tenant {
-		return fmt.Errorf("scenario error: tenant %q made the exchange; name another tenant", tenant)
+		return steps.Fault("tenant %q made the exchange; name another tenant", tenant)
 	}
 	var eventID string
 	s.mu.Lock()

@@ -18,8 +18,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/cucumber/godog"
-
 	"github.com/parley-conformance/parley/peers/a2a"
 	"github.com/parley-conformance/parley/peers/mcp"
 	"github.com/parley-conformance/parley/steps"
@@ -28,12 +26,12 @@ import (
 const family = "openwop"
 
 // Register binds every OpenWOP step phrase.
-func Register(sc *godog.ScenarioContext) {
-	registerHost(sc)
-	registerOutbound(sc)
-	registerInbound(sc)
-	registerEvents(sc)
-	registerRecord(sc)
+func Register(c *steps.Catalog) {
+	registerHost(c)
+	registerOutbound(c)
+	registerInbound(c)
+	registerEvents(c)
+	registerRecord(c)
 }
 
 // versionRange is what a Given step configured for one protocol.
@@ -77,7 +75,7 @@ func (s *state) key(tenant string) (string, error) {
 	defer s.mu.Unlock()
 	k, ok := s.keys[tenant]
 	if !ok {
-		return "", fmt.Errorf("scenario error: tenant %q is not among the host's configured tenants", tenant)
+		return "", steps.Fault("tenant %q is not among the host's configured tenants", tenant)
 	}
 	return k, nil
 }
@@ -100,8 +98,8 @@ func rangeSection(r versionRange) map[string]any {
 	return map[string]any{"versions": vs, "floor": r.floor, "preferred": r.preferred}
 }
 
-func registerHost(sc *godog.ScenarioContext) {
-	sc.Step(`^an OpenWOP host that speaks A2A versions "([^"]*)" with floor "([^"]*)" and preferred "([^"]*)"$`, func(ctx context.Context, vs, floor, pref string) error {
+func registerHost(c *steps.Catalog) {
+	c.Given(`^an OpenWOP host that speaks A2A versions "([^"]*)" with floor "([^"]*)" and preferred "([^"]*)"$`, func(ctx context.Context, vs, floor, pref string) error {
 		r := versionRange{versions: splitCSV(vs), floor: floor, preferred: pref}
 		s := st(ctx)
 		s.mu.Lock()
@@ -109,7 +107,7 @@ func registerHost(sc *godog.ScenarioContext) {
 		s.mu.Unlock()
 		return configure(ctx, func(m map[string]any) { m["a2a"] = rangeSection(r) })
 	})
-	sc.Step(`^that speaks MCP revisions "([^"]*)" with floor "([^"]*)" and preferred "([^"]*)"$`, func(ctx context.Context, vs, floor, pref string) error {
+	c.Given(`^that speaks MCP revisions "([^"]*)" with floor "([^"]*)" and preferred "([^"]*)"$`, func(ctx context.Context, vs, floor, pref string) error {
 		r := versionRange{versions: splitCSV(vs), floor: floor, preferred: pref}
 		s := st(ctx)
 		s.mu.Lock()
@@ -117,9 +115,9 @@ func registerHost(sc *godog.ScenarioContext) {
 		s.mu.Unlock()
 		return configure(ctx, func(m map[string]any) { m["mcp"] = rangeSection(r) })
 	})
-	sc.Step(`^the OpenWOP host has tenants "([^"]*)" and "([^"]*)"$`, func(ctx context.Context, a, b string) error {
+	c.Given(`^the OpenWOP host has tenants "([^"]*)" and "([^"]*)"$`, func(ctx context.Context, a, b string) error {
 		if a == b {
-			return fmt.Errorf("scenario error: two tenants need two names")
+			return steps.Fault("two tenants need two names")
 		}
 		s := st(ctx)
 		var tenants []any
@@ -131,14 +129,14 @@ func registerHost(sc *godog.ScenarioContext) {
 		s.mu.Unlock()
 		return configure(ctx, func(m map[string]any) { m["tenants"] = tenants })
 	})
-	sc.Step(`^the outbound negotiation seams are enabled$`, func(ctx context.Context) error {
+	c.Given(`^the outbound negotiation seams are enabled$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
 	})
-	sc.Step(`^the suite reads the host's discovery document$`, func(ctx context.Context) error {
+	c.When(`^the suite reads the host's discovery document$`, func(ctx context.Context) error {
 		_, err := discovery(ctx, true)
 		return err
 	})
-	sc.Step(`^the host advertises an inbound A2A or MCP facet$`, func(ctx context.Context) error {
+	c.Then(`^the host advertises an inbound A2A or MCP facet$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		doc, err := discovery(ctx, false)
 		if err != nil {
@@ -150,7 +148,7 @@ func registerHost(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(true, "")
 	})
-	sc.Step(`^its hostEvents\.types lists "([^"]*)" with delivery "([^"]*)"$`, func(ctx context.Context, typ, delivery string) error {
+	c.Given(`^its hostEvents\.types lists "([^"]*)" with delivery "([^"]*)"$`, func(ctx context.Context, typ, delivery string) error {
 		w := steps.From(ctx)
 		doc, err := discovery(ctx, false)
 		if err != nil {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/cucumber/godog"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/peers/a2a"
@@ -30,8 +29,8 @@ type exchange struct {
 // finds the record of one exchange among everything a shared host records.
 func workspaceFor(what string) string { return "parley-" + what + "-" + uuid.NewString() }
 
-func registerInbound(sc *godog.ScenarioContext) {
-	sc.Step(`^tenant "([^"]*)" fetches the host's agent card naming A2A version "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
+func registerInbound(c *steps.Catalog) {
+	c.When(`^tenant "([^"]*)" fetches the host's agent card naming A2A version "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
 		x, err := inboundA2A(ctx, tenant, version, workspaceFor("a2a"))
 		if err != nil {
 			return err
@@ -39,7 +38,7 @@ func registerInbound(sc *godog.ScenarioContext) {
 		st(ctx).setInbound(x)
 		return nil
 	})
-	sc.Step(`^tenant "([^"]*)" initializes an MCP session with the host naming revision "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
+	c.When(`^tenant "([^"]*)" initializes an MCP session with the host naming revision "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
 		x, err := inboundMCP(ctx, tenant, version, workspaceFor("mcp"))
 		if err != nil {
 			return err
@@ -47,7 +46,7 @@ func registerInbound(sc *godog.ScenarioContext) {
 		st(ctx).setInbound(x)
 		return nil
 	})
-	sc.Step(`^the host answers in (A2A version|MCP revision) "([^"]*)"$`, func(ctx context.Context, what, want string) error {
+	c.Then(`^the host answers in (A2A version|MCP revision) "([^"]*)"$`, func(ctx context.Context, what, want string) error {
 		w := steps.From(ctx)
 		x, err := st(ctx).lastInbound()
 		if err != nil {
@@ -55,7 +54,7 @@ func registerInbound(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(!x.refused && x.version == want, "the host answered %s, want %s %q", x.detail, what, want)
 	})
-	sc.Step(`^the host refuses the (A2A|MCP) exchange$`, func(ctx context.Context, protocol string) error {
+	c.Then(`^the host refuses the (A2A|MCP) exchange$`, func(ctx context.Context, protocol string) error {
 		w := steps.From(ctx)
 		x, err := st(ctx).lastInbound()
 		if err != nil {
@@ -75,7 +74,7 @@ func (s *state) lastInbound() (*exchange, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.inbound == nil {
-		return nil, fmt.Errorf("scenario error: no inbound exchange yet")
+		return nil, steps.Fault("no inbound exchange yet")
 	}
 	return s.inbound, nil
 }

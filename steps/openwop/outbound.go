@@ -3,12 +3,9 @@ package openwop
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-
-	"github.com/cucumber/godog"
 
 	"github.com/parley-conformance/parley/peers/a2a"
 	"github.com/parley-conformance/parley/peers/mcp"
@@ -30,12 +27,12 @@ type seamCall struct {
 	runID    string
 }
 
-func registerOutbound(sc *godog.ScenarioContext) {
+func registerOutbound(c *steps.Catalog) {
 	startPeer := func(ctx context.Context, protocol, versions string, refuse bool) error {
 		s := st(ctx)
 		vs := splitCSV(versions)
 		if len(vs) == 0 {
-			return fmt.Errorf("scenario error: a fake peer needs at least one version")
+			return steps.Fault("a fake peer needs at least one version")
 		}
 		w := steps.From(ctx)
 		if err := w.CallsBack(); err != nil {
@@ -44,7 +41,7 @@ func registerOutbound(sc *godog.ScenarioContext) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.peer != nil || s.server != nil {
-			return fmt.Errorf("scenario error: one fake peer per scenario")
+			return steps.Fault("one fake peer per scenario")
 		}
 		switch protocol {
 		case "A2A":
@@ -58,19 +55,19 @@ func registerOutbound(sc *godog.ScenarioContext) {
 		}
 		return nil
 	}
-	sc.Step(`^a fake (A2A|MCP) peer that speaks "([^"]*)"$`, func(ctx context.Context, protocol, versions string) error {
+	c.Given(`^a fake (A2A|MCP) peer that speaks "([^"]*)"$`, func(ctx context.Context, protocol, versions string) error {
 		return startPeer(ctx, protocol, versions, false)
 	})
-	sc.Step(`^a fake (A2A|MCP) peer that speaks "([^"]*)" and refuses any other version$`, func(ctx context.Context, protocol, versions string) error {
+	c.Given(`^a fake (A2A|MCP) peer that speaks "([^"]*)" and refuses any other version$`, func(ctx context.Context, protocol, versions string) error {
 		return startPeer(ctx, protocol, versions, true)
 	})
-	sc.Step(`^tenant "([^"]*)" has the host negotiate (A2A|MCP) with that peer asking for "([^"]*)"$`, func(ctx context.Context, tenant, protocol, version string) error {
+	c.When(`^tenant "([^"]*)" has the host negotiate (A2A|MCP) with that peer asking for "([^"]*)"$`, func(ctx context.Context, tenant, protocol, version string) error {
 		return invoke(ctx, tenant, protocol, version)
 	})
-	sc.Step(`^tenant "([^"]*)" has the host negotiate (A2A|MCP) with that peer without naming a version$`, func(ctx context.Context, tenant, protocol string) error {
+	c.When(`^tenant "([^"]*)" has the host negotiate (A2A|MCP) with that peer without naming a version$`, func(ctx context.Context, tenant, protocol string) error {
 		return invoke(ctx, tenant, protocol, "")
 	})
-	sc.Step(`^the peer was asked for "([^"]*)"$`, func(ctx context.Context, want string) error {
+	c.Then(`^the peer was asked for "([^"]*)"$`, func(ctx context.Context, want string) error {
 		w := steps.From(ctx)
 		got, err := peerAsked(ctx)
 		if err != nil {
@@ -78,11 +75,11 @@ func registerOutbound(sc *godog.ScenarioContext) {
 		}
 		return w.Assert(got == want, "the host asked the peer for %q, the scenario had it ask for %q", got, want)
 	})
-	sc.Step(`^the peer was asked for a version$`, func(ctx context.Context) error {
+	c.Then(`^the peer was asked for a version$`, func(ctx context.Context) error {
 		_, err := peerAsked(ctx)
 		return err
 	})
-	sc.Step(`^the host reports the negotiated version "([^"]*)"$`, func(ctx context.Context, want string) error {
+	c.Then(`^the host reports the negotiated version "([^"]*)"$`, func(ctx context.Context, want string) error {
 		w, s := steps.From(ctx), st(ctx)
 		c, err := s.lastSeam()
 		if err != nil {
@@ -91,7 +88,7 @@ func registerOutbound(sc *godog.ScenarioContext) {
 		got, _ := c.answer["negotiatedVersion"].(string)
 		return w.Assert(c.status == http.StatusOK && got == want, "the seam answered %d %s, want 200 with negotiatedVersion %q", c.status, steps.Text(c.answer), want)
 	})
-	sc.Step(`^the host reports the negotiation refused$`, func(ctx context.Context) error {
+	c.Then(`^the host reports the negotiation refused$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		c, err := s.lastSeam()
 		if err != nil {
@@ -100,7 +97,7 @@ func registerOutbound(sc *godog.ScenarioContext) {
 		return w.Assert(c.status == http.StatusBadRequest && c.answer["error"] == "interop_version_unsupported",
 			"the seam answered %d %s, want 400 with error interop_version_unsupported", c.status, steps.Text(c.answer))
 	})
-	sc.Step(`^the run's log holds exactly one negotiation\.decided record$`, func(ctx context.Context) error {
+	c.Then(`^the run's log holds exactly one negotiation\.decided record$`, func(ctx context.Context) error {
 		return runRecord(ctx)
 	})
 }
@@ -109,7 +106,7 @@ func (s *state) lastSeam() (*seamCall, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.seam == nil {
-		return nil, fmt.Errorf("scenario error: no outbound negotiation was driven")
+		return nil, steps.Fault("no outbound negotiation was driven")
 	}
 	return s.seam, nil
 }
@@ -131,7 +128,7 @@ func invoke(ctx context.Context, tenant, protocol, version string) error {
 		body["serverUrl"] = s.server.URL()
 	default:
 		s.mu.Unlock()
-		return fmt.Errorf("scenario error: no fake %s peer was started", protocol)
+		return steps.Fault("no fake %s peer was started", protocol)
 	}
 	s.mu.Unlock()
 	if version != "" {
@@ -142,14 +139,12 @@ func invoke(ctx context.Context, tenant, protocol, version string) error {
 		return err
 	}
 	if !h.Config.Seams() {
-		return fmt.Errorf("scenario error: driving an outbound negotiation needs \"the outbound negotiation seams are enabled\" among the Given steps")
+		return steps.Fault("driving an outbound negotiation needs \"the outbound negotiation seams are enabled\" among the Given steps")
 	}
-	r, err := w.DoJSON(ctx, http.MethodPost, seamPath[protocol], body, http.Header{"Authorization": {"Bearer " + key}})
+	raw, _ := json.Marshal(body)
+	r, err := w.Seam(ctx, http.MethodPost, seamPath[protocol], raw, http.Header{"Authorization": {"Bearer " + key}, "Content-Type": {"application/json"}})
 	if err != nil {
 		return err
-	}
-	if r.Status == http.StatusNotFound || r.Status == http.StatusMethodNotAllowed {
-		return w.Block(fmt.Sprintf("the host has no outbound %s invoke seam at %s (answered %d)", protocol, seamPath[protocol], r.Status))
 	}
 	answer, err := r.JSON()
 	if err != nil {
@@ -187,7 +182,7 @@ func peerAsked(ctx context.Context) (string, error) {
 		}
 		return init.Requested, w.Assert(init.Requested != "", "the host's initialize named no protocolVersion")
 	}
-	return "", fmt.Errorf("scenario error: no fake peer was started")
+	return "", steps.Fault("no fake peer was started")
 }
 
 // peerAnswered is the version the fake peer answered with, "" when it refused.
@@ -206,7 +201,7 @@ func peerAnswered(ctx context.Context) (string, error) {
 		init, _ := server.LastInitialize()
 		return init.Answered, nil
 	}
-	return "", fmt.Errorf("scenario error: no fake peer was started")
+	return "", steps.Fault("no fake peer was started")
 }
 
 // peerOrigin is the fake peer's origin, which the host may record only as
@@ -225,7 +220,7 @@ func peerOrigin(ctx context.Context) (origin, digest string, err error) {
 		}
 		return u.Scheme + "://" + u.Host, s.server.Digest(), nil
 	}
-	return "", "", fmt.Errorf("scenario error: no fake peer was started")
+	return "", "", steps.Fault("no fake peer was started")
 }
 
 // maxPollPages bounds how far the suite follows a run's log.

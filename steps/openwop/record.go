@@ -8,8 +8,6 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/cucumber/godog"
-
 	"github.com/parley-conformance/parley/peers/sse"
 	"github.com/parley-conformance/parley/steps"
 )
@@ -76,7 +74,7 @@ func current(ctx context.Context) (*record, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.record == nil {
-		return nil, fmt.Errorf("scenario error: no negotiation.decided record was read yet")
+		return nil, steps.Fault("no negotiation.decided record was read yet")
 	}
 	return s.record, nil
 }
@@ -131,32 +129,32 @@ func settledVersion(ctx context.Context, r *record) (string, error) {
 	return x.version, nil
 }
 
-func registerRecord(sc *godog.ScenarioContext) {
-	sc.Step(`^that record's payload satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
+func registerRecord(c *steps.Catalog) {
+	c.Then(`^that record's payload satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
 		r, err := current(ctx)
 		if err != nil {
 			return err
 		}
 		return steps.From(ctx).ExpectSchema(name, r.payloadRaw)
 	})
-	sc.Step(`^that record's envelope satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
+	c.Then(`^that record's envelope satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
 		r, err := current(ctx)
 		if err != nil {
 			return err
 		}
 		if r.env == nil {
-			return fmt.Errorf("scenario error: that record is on a run's log, not a host event")
+			return steps.Fault("that record is on a run's log, not a host event")
 		}
 		return steps.From(ctx).ExpectSchema(name, r.envRaw)
 	})
-	sc.Step(`^that record is a durable host event of the caller's workspace, with no runId$`, func(ctx context.Context) error {
+	c.Then(`^that record is a durable host event of the caller's workspace, with no runId$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {
 			return err
 		}
 		if r.env == nil {
-			return fmt.Errorf("scenario error: that record is on a run's log, not a host event")
+			return steps.Fault("that record is on a run's log, not a host event")
 		}
 		x, err := st(ctx).lastInbound()
 		if err != nil {
@@ -182,7 +180,7 @@ func registerRecord(sc *godog.ScenarioContext) {
 		}
 		return nil
 	})
-	sc.Step(`^that record's requested is the version the peer was asked for$`, func(ctx context.Context) error {
+	c.Then(`^that record's requested is the version the peer was asked for$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {
@@ -194,7 +192,7 @@ func registerRecord(sc *godog.ScenarioContext) {
 		}
 		return expect(w, r, check{what: "the record must name what the host asked the peer for", field: "requested", want: asked})
 	})
-	sc.Step(`^that record is accepted at the version the peer answered$`, func(ctx context.Context) error {
+	c.Then(`^that record is accepted at the version the peer answered$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {
@@ -211,7 +209,7 @@ func registerRecord(sc *godog.ScenarioContext) {
 			check{what: "an accepted negotiation", field: "outcome", want: "accepted"},
 			check{what: "the record must name the version the peer answered", field: "version", want: answered})
 	})
-	sc.Step(`^that record is refused, with no version$`, func(ctx context.Context) error {
+	c.Then(`^that record is refused, with no version$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {
@@ -221,7 +219,7 @@ func registerRecord(sc *godog.ScenarioContext) {
 			check{what: "a refused negotiation", field: "outcome", want: "refused"},
 			check{what: "a refusal agrees on no version", field: "version", absent: true})
 	})
-	sc.Step(`^that record identifies the peer only by the digest of its origin$`, func(ctx context.Context) error {
+	c.Then(`^that record identifies the peer only by the digest of its origin$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {
@@ -240,7 +238,7 @@ func registerRecord(sc *godog.ScenarioContext) {
 		}
 		return expect(w, r, check{what: "peerDigest is the SHA-256 hex of the peer's origin " + origin, field: "peerDigest", want: digest})
 	})
-	sc.Step(`^that record is a downgrade from "([^"]*)" to "([^"]*)"$`, func(ctx context.Context, from, to string) error {
+	c.Then(`^that record is a downgrade from "([^"]*)" to "([^"]*)"$`, func(ctx context.Context, from, to string) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {
@@ -261,7 +259,7 @@ func registerRecord(sc *godog.ScenarioContext) {
 		q, _ := r.str("requested")
 		return w.Assert(v != q, "a downgrade must read as one: version and requested are both %q; %s", v, r)
 	})
-	sc.Step(`^that record is accepted at "([^"]*)" with requested "([^"]*)"$`, func(ctx context.Context, version, requested string) error {
+	c.Then(`^that record is accepted at "([^"]*)" with requested "([^"]*)"$`, func(ctx context.Context, version, requested string) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {
@@ -277,7 +275,7 @@ func registerRecord(sc *godog.ScenarioContext) {
 			check{what: "the record names the version the host answered on the wire", field: "version", want: settled},
 			check{what: "the agreed version", field: "version", want: version})
 	})
-	sc.Step(`^that record is refused below the floor "([^"]*)" with requested "([^"]*)"$`, func(ctx context.Context, floor, requested string) error {
+	c.Then(`^that record is refused below the floor "([^"]*)" with requested "([^"]*)"$`, func(ctx context.Context, floor, requested string) error {
 		w := steps.From(ctx)
 		r, err := current(ctx)
 		if err != nil {

@@ -1,0 +1,145 @@
+package steps
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"regexp"
+	"sort"
+
+	"github.com/cucumber/godog"
+)
+
+// Kind says what a step does, which decides how its host failures read.
+type Kind int
+
+const (
+	// Given describes the host or the scenario's fixtures; it makes no
+	// exchange of its own.
+	Given Kind = iota
+	// Setup brings the host into a state the scenario needs through
+	// exchanges (obtain a contract, register contracts and a grant). A host
+	// failure in it is a failed precondition: the scenario is blocked naming
+	// the requirements the precondition relies on, unless it witnesses one
+	// of them itself.
+	Setup
+	// When acts on the host.
+	When
+	// Then checks what the host did.
+	Then
+)
+
+func (k Kind) String() string {
+	return [...]string{"Given", "Setup", "When", "Then"}[k]
+}
+
+// Def is one step definition.
+type Def struct {
+	Kind Kind
+	// Precondition is, for a Setup step, the registry id of the
+	// precondition it establishes.
+	Precondition string
+	Expr         *regexp.Regexp
+	Fn           any
+}
+
+// Catalog is the suite's step definitions, compiled once per process and
+// bound to every scenario. Family packages add to it through Given, Setup,
+// When and Then; they never see godog's ScenarioContext, so no step can
+// escape the classification its wrapper applies.
+type Catalog struct {
+	defs []Def
+}
+
+var (
+	ctxType   = reflect.TypeOf((*context.Context)(nil)).Elem()
+	errorType = reflect.TypeOf((*error)(nil)).Elem()
+)
+
+func (c *Catalog) add(k Kind, precondition, expr string, fn any) {
+	t := reflect.TypeOf(fn)
+	if t == nil || t.Kind() != reflect.Func || t.NumIn() == 0 || t.In(0) != ctxType || t.NumOut() != 1 || t.Out(0) != errorType {
+		panic(fmt.Sprintf("steps: %q: a step is func(context.Context, ...) error, got %T", expr, fn))
+	}
+	c.defs = append(c.defs, Def{Kind: k, Precondition: precondition, Expr: regexp.MustCompile(expr), Fn: fn})
+}
+
+// Given adds a step that describes the host or a fixture.
+func (c *Catalog) Given(expr string, fn any) { c.add(Given, "", expr, fn) }
+
+// Setup adds a step that establishes the named precondition.
+func (c *Catalog) Setup(precondition, expr string, fn any) {
+	if precondition == "" {
+		panic("steps: a Setup step names its precondition: " + expr)
+	}
+	c.add(Setup, precondition, expr, fn)
+}
+
+// When adds an action.
+func (c *Catalog) When(expr string, fn any) { c.add(When, "", expr, fn) }
+
+// Then adds a check.
+func (c *Catalog) Then(expr string, fn any) { c.add(Then, "", expr, fn) }
+
+// Defs returns the definitions, in the order they were added.
+func (c *Catalog) Defs() []Def { return append([]Def(nil), c.defs...) }
+
+// Preconditions lists the precondition ids Setup steps name.
+func (c *Catalog) Preconditions() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range c.defs {
+		if d.Precondition != "" && !seen[d.Precondition] {
+			seen[d.Precondition] = true
+			out = append(out, d.Precondition)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Bind registers every definition with a scenario, each wrapped so that its
+// error is classified and recorded on the scenario's World before godog sees
+// it. The wrappers are built once per Catalog.
+func (c *Catalog) Bind(sc *godog.ScenarioContext) {
+	for _, d := range c.wrapped() {
+		sc.Step(d.Expr, d.Fn)
+	}
+}
+
+func (c *Catalog) wrapped() []Def {
+	out := make([]Def, len(c.defs))
+	for i, d := range c.defs {
+		out[i] = d
+		out[i].Fn = wrap(d)
+	}
+	return out
+}
+
+// wrap returns a function of the same type as d.Fn that runs it and settles
+// what it returned on the World.
+func wrap(d Def) any {
+	fn := reflect.ValueOf(d.Fn)
+	return reflect.MakeFunc(fn.Type(), func(args []reflect.Value) (results []reflect.Value) {
+		ctx, _ := args[0].Interface().(context.Context)
+		w := From(ctx)
+		var err error
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					err = panicFault(p)
+				}
+			}()
+			out := fn.Call(args)
+			err, _ = out[0].Interface().(error)
+		}()
+		if err != nil && d.Kind == Setup {
+			err = Precondition(d.Precondition, err)
+		}
+		err = w.settle(err)
+		if err == nil {
+			return []reflect.Value{reflect.Zero(errorType)}
+		}
+		return []reflect.Value{reflect.ValueOf(&err).Elem()}
+	}).Interface()
+}
