@@ -36,11 +36,11 @@ type Scenario struct {
 	// of an outline is never mistaken for another.
 	PickleID string
 	URI      string
-	Name    string
-	Line    int64
-	Tags    []string
-	ReqIDs  []string
-	Profile string
+	Name     string
+	Line     int64
+	Tags     []string
+	ReqIDs   []string
+	Profile  string
 }
 
 // Corpus is the parsed feature set.
