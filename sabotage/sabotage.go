@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sort"
 	"strconv"
 	"sync"
 
@@ -25,10 +26,14 @@ import (
 	agtp "github.com/parley-conformance/parley/wire/agtp"
 )
 
-// Rule breaks one requirement.
+// Rule breaks one requirement. A requirement may have several rules, each
+// breaking it for other scenarios (another outline row, another input), so
+// that every scenario is shown to fail against some broken host.
 type Rule struct {
 	// ID is the requirement the rule breaks.
 	ID string
+	// Variant tells apart the rules of one requirement ("" for the first).
+	Variant string
 	// Broken says, for the matrix, how the sabotaged host misbehaves.
 	Broken string
 	// Config alters the configuration the host is started with; sections
@@ -347,16 +352,36 @@ func (t *Target) Close() error {
 	return t.Inner.Close()
 }
 
-// Rules returns every rule, keyed by requirement id.
-func Rules() map[string]Rule {
-	out := map[string]Rule{}
+// Key names a rule: its requirement id, and its variant when it has one.
+func (r Rule) Key() string {
+	if r.Variant == "" {
+		return r.ID
+	}
+	return r.ID + "#" + r.Variant
+}
+
+// Rules returns every rule, sorted by key.
+func Rules() []Rule {
+	var out []Rule
+	seen := map[string]bool{}
 	for _, set := range [][]Rule{contractRefineRules, openWOPRules, agtpRules, aglRules} {
 		for _, r := range set {
-			if _, dup := out[r.ID]; dup {
-				panic(fmt.Sprintf("sabotage: two rules for %s", r.ID))
+			if seen[r.Key()] {
+				panic(fmt.Sprintf("sabotage: two rules named %s (give one a Variant)", r.Key()))
 			}
-			out[r.ID] = r
+			seen[r.Key()] = true
+			out = append(out, r)
 		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key() < out[j].Key() })
+	return out
+}
+
+// ByID groups the rules by the requirement they break.
+func ByID() map[string][]Rule {
+	out := map[string][]Rule{}
+	for _, r := range Rules() {
+		out[r.ID] = append(out[r.ID], r)
 	}
 	return out
 }
