@@ -2,7 +2,9 @@ package runner_test
 
 import (
 	"context"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,4 +44,44 @@ func TestRefhostPassesEveryRequirement(t *testing.T) {
 	if t.Failed() {
 		t.Log(progress.String())
 	}
+}
+
+// TestStepsAndRegistryAgreeOnPreconditions: every precondition a Setup step
+// names is declared in the registry, and every declared one is used.
+func TestStepsAndRegistryAgreeOnPreconditions(t *testing.T) {
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, id := range runner.Catalog().Preconditions() {
+		used[id] = true
+		if _, ok := reg.LookupPrecondition(id); !ok {
+			t.Errorf("a Setup step names precondition %s, which no scenarios/*.toml [[precondition]] declares", id)
+		}
+	}
+	for _, p := range reg.Preconditions {
+		if !used[p.ID] && !preconditionNamedInCode(t, p.ID) {
+			t.Errorf("precondition %s is declared but no step establishes it", p.ID)
+		}
+	}
+}
+
+// preconditionNamedInCode finds a precondition a step names through
+// steps.Precondition rather than a Setup step: its id appears in a step
+// package's source.
+func preconditionNamedInCode(t *testing.T, id string) bool {
+	t.Helper()
+	found := false
+	_ = filepath.WalkDir("../steps", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || found {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(b), `"`+id+`"`) {
+			found = true
+		}
+		return nil
+	})
+	return found
 }

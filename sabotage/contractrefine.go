@@ -1,9 +1,12 @@
 package sabotage
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -78,6 +81,60 @@ func status(match func(x *Exchange) bool, from, to int) func(x *Exchange, r *Res
 	}
 }
 
+// toolKind is the kind a /v1/tool call names.
+func toolKind(x *Exchange) string {
+	var b struct {
+		Kind string `json:"kind"`
+	}
+	_ = json.Unmarshal(x.Body, &b)
+	return b.Kind
+}
+
+// deliverAnyway makes the delivery tool.deliver would have made: what a
+// host that runs a tool before deciding would leave behind.
+func deliverAnyway(x *Exchange) {
+	tools, _ := x.Section(cr)["tools"].(map[string]any)
+	u, _ := tools["deliver_url"].(string)
+	var b struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if u == "" || json.Unmarshal(x.Body, &b) != nil {
+		return
+	}
+	resp, err := http.Post(u, "application/json", bytes.NewReader(b.Params))
+	if err == nil {
+		resp.Body.Close()
+	}
+}
+
+// memory keeps, per host behind the proxy, what a rule saw earlier: a
+// sabotaged host that remembers what it should have forgotten.
+type memory struct {
+	mu sync.Mutex
+	m  map[string][]string
+}
+
+func (m *memory) add(host, v string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.m == nil {
+		m.m = map[string][]string{}
+	}
+	m.m[host] = append(m.m[host], v)
+}
+
+func (m *memory) all(host string) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]string(nil), m.m[host]...)
+}
+
+var (
+	refusedPlanHashes memory // plan hashes of preflight requests answered 400
+	presentedBindings memory // preflight ids presented to a disabled host
+	planHashIn        = regexp.MustCompile(`"plan_hash"\s*:\s*"([^"]+)"`)
+)
+
 func eligibility(d map[string]any) map[string]any {
 	e, _ := d["execution_eligibility"].(map[string]any)
 	if e == nil {
@@ -87,26 +144,46 @@ func eligibility(d map[string]any) map[string]any {
 	return e
 }
 
+// modeRead makes a host read one mode value as another.
+func modeRead(from, to any) func(c map[string]map[string]any) {
+	return func(c map[string]map[string]any) {
+		if s := c[cr]; s != nil {
+			v, set := s["mode"]
+			if (from == nil && !set) || (set && v == from) {
+				s["mode"] = to
+			}
+		}
+	}
+}
+
 var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.preflight.mode.empty-defaults-advisory",
 		Broken: "an unset mode resolves to disabled (the pre-advisory default)",
-		Config: func(c map[string]map[string]any) {
-			if s := c[cr]; s != nil {
-				if _, set := s["mode"]; !set {
-					s["mode"] = "disabled"
-				}
-			}
-		},
+		Config: modeRead(nil, "disabled"),
+	},
+	{
+		ID:      "contractrefine.preflight.mode.empty-defaults-advisory",
+		Variant: "enforce",
+		Broken:  "an unset mode resolves to enforce, so a failed binding is refused",
+		Config:  modeRead(nil, "enforce"),
 	},
 	{
 		ID:     "contractrefine.preflight.mode.well-formed-preserved",
 		Broken: "an explicit enforce is read as advisory",
-		Config: func(c map[string]map[string]any) {
-			if s := c[cr]; s != nil && s["mode"] == "enforce" {
-				s["mode"] = "advisory"
-			}
-		},
+		Config: modeRead("enforce", "advisory"),
+	},
+	{
+		ID:      "contractrefine.preflight.mode.well-formed-preserved",
+		Variant: "disabled",
+		Broken:  "an explicit disabled is read as the advisory default",
+		Config:  modeRead("disabled", "advisory"),
+	},
+	{
+		ID:      "contractrefine.preflight.mode.well-formed-preserved",
+		Variant: "advisory",
+		Broken:  "an explicit advisory is read as enforce",
+		Config:  modeRead("advisory", "enforce"),
 	},
 	{
 		ID:     "contractrefine.preflight.mode.typo-falls-back-to-disabled",
@@ -155,6 +232,26 @@ var contractRefineRules = []Rule{
 				d["outcome"] = "repair"
 			}
 		}),
+	},
+	{
+		ID:      "contractrefine.preflight.post.outcome-closed-enum",
+		Variant: "pass",
+		Broken:  "answers pass as an out-of-enum \"passed\"",
+		Response: decision(false, func(d map[string]any) {
+			if d["outcome"] == "pass" {
+				d["outcome"] = "passed"
+			}
+		}),
+	},
+	{
+		ID:      "contractrefine.preflight.post.outcome-closed-enum",
+		Variant: "deny",
+		Broken:  "answers a deny with status 403 instead of a 200 decision",
+		Response: func(x *Exchange, r *Response) {
+			if d := r.JSON(); isPreflightPost(x) && r.Status == http.StatusOK && d != nil && d["outcome"] == "deny" {
+				r.Status = http.StatusForbidden
+			}
+		},
 	},
 	{
 		ID:       "contractrefine.preflight.post.decision-shape",
@@ -339,6 +436,29 @@ var contractRefineRules = []Rule{
 		}),
 	},
 	{
+		ID:      "contractrefine.preflight.wal.one-frame-per-decision",
+		Variant: "refused-request",
+		Broken:  "writes an autonomy.preflight frame for a request it refused as malformed",
+		Response: func(x *Exchange, r *Response) {
+			if isPreflightPost(x) && r.Status == http.StatusBadRequest {
+				if m := planHashIn.FindSubmatch(x.Body); m != nil {
+					refusedPlanHashes.add(x.Upstream, string(m[1]))
+				}
+			}
+			if isWALSeam(x) && r.Status == http.StatusOK {
+				var body struct {
+					Frames []map[string]any `json:"frames"`
+				}
+				if json.Unmarshal(r.Body, &body) == nil && body.Frames != nil {
+					for _, ph := range refusedPlanHashes.all(x.Upstream) {
+						body.Frames = append(body.Frames, map[string]any{"kind": "autonomy.preflight", "attrs": map[string]any{"preflight_id": uuid.NewString(), "plan_hash": ph, "outcome": "deny"}})
+					}
+					r.SetJSON(body)
+				}
+			}
+		},
+	},
+	{
 		ID:     "contractrefine.preflight.wal.frame-attributes",
 		Broken: "omits policy_ref from autonomy.preflight frames",
 		Response: frames(func(kind string, a map[string]any) []map[string]any {
@@ -391,6 +511,26 @@ var contractRefineRules = []Rule{
 		},
 	},
 	{
+		ID:      "contractrefine.tool.disabled-ignores-header",
+		Variant: "recorded",
+		Broken:  "in disabled mode it still records the binding: the tool's decision frame names the preflight id it was given",
+		Response: func(x *Exchange, r *Response) {
+			if isTool(x) && mode(x) == "disabled" && x.Header.Get("X-Autonomy-Preflight-Id") != "" {
+				presentedBindings.add(x.Upstream, x.Header.Get("X-Autonomy-Preflight-Id"))
+			}
+			ids := presentedBindings.all(x.Upstream)
+			if len(ids) == 0 {
+				return
+			}
+			frames(func(kind string, a map[string]any) []map[string]any {
+				if kind == "autonomy.decision" {
+					a["preflight_id"] = ids[len(ids)-1]
+				}
+				return []map[string]any{a}
+			})(x, r)
+		},
+	},
+	{
 		ID:     "contractrefine.tool.advisory-binding-failure-deny-frame",
 		Broken: "in advisory mode a failed binding leaves no deny frame",
 		Response: frames(func(kind string, a map[string]any) []map[string]any {
@@ -412,11 +552,29 @@ var contractRefineRules = []Rule{
 		},
 	},
 	{
+		ID:      "contractrefine.tool.advisory-continues-to-policy",
+		Variant: "skips-policy",
+		Broken:  "in advisory mode a failed binding skips the policy stage: a kind the policy does not allow runs",
+		Intercept: func(x *Exchange) *Response {
+			m := mode(x)
+			if isTool(x) && (m == "advisory" || m == "") && x.Header.Get("X-Autonomy-Preflight-Id") != "" && toolKind(x) == "tool.unlisted" {
+				return &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"outcome":"allow"}`)}
+			}
+			return nil
+		},
+	},
+	{
 		ID:     "contractrefine.tool.enforce-mismatch-denied",
 		Broken: "in enforce mode a binding failure is only recorded and the tool runs",
-		Config: func(c map[string]map[string]any) {
-			if s := c[cr]; s != nil && s["mode"] == "enforce" {
-				s["mode"] = "advisory"
+		Config: modeRead("enforce", "advisory"),
+	},
+	{
+		ID:      "contractrefine.tool.enforce-mismatch-denied",
+		Variant: "runs-then-denies",
+		Broken:  "in enforce mode it runs the tool, then answers 403 for the failed binding",
+		Response: func(x *Exchange, r *Response) {
+			if isTool(x) && mode(x) == "enforce" && r.Status == http.StatusForbidden {
+				deliverAnyway(x)
 			}
 		},
 	},
@@ -424,6 +582,17 @@ var contractRefineRules = []Rule{
 		ID:       "contractrefine.tool.enforce-bound-call-allowed",
 		Broken:   "in enforce mode even a correctly bound call is denied",
 		Response: status(func(x *Exchange) bool { return isTool(x) && mode(x) == "enforce" }, 200, 403),
+	},
+	{
+		ID:      "contractrefine.tool.enforce-bound-call-allowed",
+		Variant: "no-effect",
+		Broken:  "in enforce mode it answers a bound tool.deliver 200 without delivering",
+		Intercept: func(x *Exchange) *Response {
+			if isTool(x) && mode(x) == "enforce" && toolKind(x) == "tool.deliver" && x.Header.Get("X-Autonomy-Preflight-Id") != "" {
+				return &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"outcome":"allow","result":{"delivered":true}}`)}
+			}
+			return nil
+		},
 	},
 	{
 		ID:     "contractrefine.tool.enforce-policy-requires-preflight",

@@ -107,6 +107,7 @@ Feature: POST /v1/preflight
       | the body "[1,2"            |
       | the body "{\"intent\": }"  |
       | a truncated preflight request |
+      | a preflight request followed by stray bytes |
 
   @req:contractrefine.preflight.post.wal-emit-failure-500 @profile:contractrefine-preflight
   Scenario: A decision that cannot be written to the WAL is refused

@@ -8,9 +8,11 @@ Feature: /v1/tool binding to a prior preflight
   @req:contractrefine.tool.disabled-ignores-header @profile:contractrefine-tool-binding
   Scenario: Disabled mode ignores the header entirely
     Given a ContractRefine host whose runtime.contract_refine.mode is "disabled"
+    And its tool.deliver delivers to a destination the suite runs
     And the WAL seam is enabled
-    When the agent calls tool "tool.echo" bound to an unknown preflight id
+    When the agent calls tool "tool.deliver" bound to an unknown preflight id
     Then the response status is 200
+    And the tool ran with the plan's params
     And no WAL frame refers to that preflight id
 
   @req:contractrefine.tool.advisory-binding-failure-deny-frame @profile:contractrefine-tool-binding
@@ -45,43 +47,53 @@ Feature: /v1/tool binding to a prior preflight
     Then the response status is 200
 
   @req:contractrefine.tool.enforce-mismatch-denied @profile:contractrefine-tool-binding
-  Scenario Outline: Enforce mode denies a call its preflight does not bind
+  Scenario Outline: Enforce mode denies, before it runs, a call its preflight does not bind
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
+    And its tool.deliver delivers to a destination the suite runs
     When the agent requests a preflight <request>
-    And the agent calls tool "<tool>" bound to that preflight
+    And the agent calls tool "tool.deliver" bound to that preflight
     Then the response status is 403
     And the tool did not run
 
     Examples:
-      | request                                          | tool       |
-      | whose plan step kind differs from the capability | tool.echo  |
-      | for a plan whose params lack provenance          | tool.echo  |
-      | for a plan that satisfies every contract         | tool.write |
+      | request                                          |
+      | whose plan step kind differs from the capability |
+      | for a plan whose params lack provenance          |
+      | for a plan that satisfies every contract         |
 
   @req:contractrefine.tool.enforce-mismatch-denied @profile:contractrefine-tool-binding
   Scenario: Enforce mode denies a call naming an unknown preflight
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
-    When the agent calls tool "tool.echo" bound to an unknown preflight id
+    And its tool.deliver delivers to a destination the suite runs
+    When the agent calls tool "tool.deliver" bound to an unknown preflight id
     Then the response status is 403
     And the tool did not run
 
   @req:contractrefine.tool.enforce-bound-call-allowed @profile:contractrefine-tool-binding
-  Scenario: Enforce mode runs a call bound to its passing preflight
+  Scenario Outline: Enforce mode runs a call bound to its passing preflight
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
-    When the agent requests a preflight for a plan that satisfies every contract
-    And the agent calls tool "tool.echo" bound to that preflight
+    And its tool.deliver delivers to a destination the suite runs
+    When the agent requests a preflight <request>
+    And the agent calls tool "<tool>" bound to that preflight
     Then the response status is 200
     And the tool ran with the plan's params
 
+    Examples:
+      | request                                  | tool         |
+      | for a plan that satisfies every contract | tool.echo    |
+      | for a plan that delivers                 | tool.deliver |
+
   @req:contractrefine.tool.enforce-policy-requires-preflight @profile:contractrefine-tool-binding
   Scenario: A policy bundle that requires preflight denies an unbound call
-    Given a ContractRefine host in "enforce" mode whose policy bundle requires preflight for "tool.echo"
-    When the agent calls tool "tool.echo" without a preflight id
+    Given a ContractRefine host in "enforce" mode whose policy bundle requires preflight for "tool.deliver"
+    And its tool.deliver delivers to a destination the suite runs
+    When the agent calls tool "tool.deliver" without a preflight id
     Then the response status is 403
     And the tool did not run
-    When the agent requests a preflight for a plan that satisfies every contract
-    And the agent calls tool "tool.echo" bound to that preflight
+    When the agent requests a preflight for a plan that delivers
+    And the agent calls tool "tool.deliver" bound to that preflight
     Then the response status is 200
+    And the tool ran with the plan's params
 
   @req:contractrefine.preflight.wal.audit-id-joins-tool-decision @profile:contractrefine-tool-binding
   Scenario: The tool decision frame joins its preflight on audit_id

@@ -22,10 +22,17 @@ Feature: The autonomy.preflight WAL frame
       | without actor.session_id                         |
 
   @req:contractrefine.preflight.wal.one-frame-per-decision @profile:contractrefine-preflight
-  Scenario: A refused request writes no frame
-    When a client posts a truncated preflight request to /v1/preflight
+  Scenario Outline: A refused request writes no frame
+    When the agent requests a preflight for a plan that satisfies every contract
+    Then the WAL holds exactly one autonomy.preflight frame for that preflight
+    When a client posts <body> to /v1/preflight
     Then the response status is 400
-    And the WAL holds no autonomy.preflight frame for that request's plan hash
+    And the WAL holds no autonomy.preflight frame of that refused request
+
+    Examples:
+      | body                                        |
+      | a truncated preflight request               |
+      | a preflight request followed by stray bytes |
 
   @req:contractrefine.preflight.wal.frame-attributes @req:contractrefine.preflight.post.reason-shape @profile:contractrefine-preflight
   Scenario Outline: The frame carries the spec's attributes, typed, with the decision's values

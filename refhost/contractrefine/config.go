@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"lukechampine.com/blake3"
@@ -55,6 +56,8 @@ type Config struct {
 	EligibilityTTL string `json:"eligibility_ttl,omitempty"`
 	// Policy is the policy bundle consulted by /v1/tool.
 	Policy PolicyConfig `json:"policy"`
+	// Tools configures the tools that act outside the host.
+	Tools ToolsConfig `json:"tools"`
 	// Faults is a seam-only knob for fault injection; operators leave it unset.
 	Faults FaultConfig `json:"faults"`
 }
@@ -78,6 +81,13 @@ type PolicyConfig struct {
 	RequiresPreflight []string `json:"requires_preflight"`
 }
 
+// ToolsConfig configures tools whose effect is outside the host.
+type ToolsConfig struct {
+	// DeliverURL is where tool.deliver posts the params of each call it
+	// runs. Without it tool.deliver is not offered.
+	DeliverURL string `json:"deliver_url,omitempty"`
+}
+
 // FaultConfig injects faults. Only the conformance suite should set it.
 type FaultConfig struct {
 	// WALEmit "fail" makes every WAL append fail (the 500 path).
@@ -95,7 +105,7 @@ const (
 
 var (
 	defaultAllowedZones      = []string{"default", "lab", "edge"}
-	defaultWriteCapabilities = []string{"tool.write"}
+	defaultWriteCapabilities = []string{"tool.write", "tool.deliver"}
 	defaultAllowedTools      = []string{"tool.echo", "tool.write"}
 )
 
@@ -117,6 +127,7 @@ type settings struct {
 	ttl               time.Duration
 	allowedTools      map[string]bool
 	requiresPreflight map[string]bool
+	deliverURL        string
 	walFail           bool
 	walReadFail       bool
 }
@@ -171,12 +182,23 @@ func resolve(cfg Config, log *slog.Logger) (settings, error) {
 		s.ttl = d
 	}
 
-	tools := orDefaultSlice(cfg.Policy.AllowedTools, defaultAllowedTools)
+	if cfg.Tools.DeliverURL != "" {
+		u, err := url.Parse(cfg.Tools.DeliverURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return s, fmt.Errorf("contractrefine: tools.deliver_url %q is not an http(s) URL", cfg.Tools.DeliverURL)
+		}
+		s.deliverURL = cfg.Tools.DeliverURL
+	}
+	defTools := defaultAllowedTools
+	if s.deliverURL != "" {
+		defTools = append(append([]string(nil), defTools...), "tool.deliver")
+	}
+	tools := orDefaultSlice(cfg.Policy.AllowedTools, defTools)
 	for _, t := range tools {
 		// Allowing a tool the host cannot run would turn a policy allow
 		// into a runtime failure; refuse the bundle up front instead.
-		if _, ok := executors[t]; !ok {
-			return s, fmt.Errorf("contractrefine: policy.allowed_tools names %q, which this host does not implement", t)
+		if _, ok := executors[t]; !ok || (t == "tool.deliver" && s.deliverURL == "") {
+			return s, fmt.Errorf("contractrefine: policy.allowed_tools names %q, which this host does not implement (tool.deliver needs tools.deliver_url)", t)
 		}
 	}
 	s.allowedTools = toSet(tools)

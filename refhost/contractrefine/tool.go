@@ -1,9 +1,12 @@
 package contractrefine
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -26,8 +29,40 @@ type executor func(h *Host, auditID string, params map[string]json.RawMessage, n
 
 // executors are the tools this host implements; a policy may allow no others.
 var executors = map[string]executor{
-	"tool.echo":  execEcho,
-	"tool.write": execWrite,
+	"tool.echo":    execEcho,
+	"tool.write":   execWrite,
+	"tool.deliver": execDeliver,
+}
+
+// deliverTimeout bounds tool.deliver's call to its destination.
+const deliverTimeout = 10 * time.Second
+
+// execDeliver posts the call's params to the configured destination: an
+// effect outside the host, the kind a binding in enforce mode must prevent.
+// It succeeds only when the destination took the delivery.
+func execDeliver(h *Host, auditID string, params map[string]json.RawMessage, _ time.Time) (any, error) {
+	body, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.s.deliverURL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Autonomy-Audit-Id", auditID)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("the destination answered %d", resp.StatusCode)
+	}
+	return map[string]bool{"delivered": true}, nil
 }
 
 func (h *Host) postTool(w http.ResponseWriter, r *http.Request) {

@@ -5,9 +5,9 @@ package contractrefine
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
+	"github.com/parley-conformance/parley/peers/sink"
 	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/verdict"
 )
@@ -81,6 +81,16 @@ func registerHost(c *steps.Catalog) {
 	c.Given(`^the WAL seam is enabled$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
 	})
+	c.Given(`^its tool\.deliver delivers to a destination the suite runs$`, func(ctx context.Context) error {
+		// The destination is the suite's own: what arrives there (or does
+		// not) is the witness of whether a tool ran, not the host's answer.
+		if err := steps.From(ctx).CallsBack(); err != nil {
+			return err
+		}
+		return configure(ctx, func(m map[string]any) {
+			m["tools"] = map[string]any{"deliver_url": sink.Shared().URL()}
+		})
+	})
 	c.Then(`^the host's startup log has a warning that names "([^"]*)"$`, func(ctx context.Context, value string) error {
 		w := steps.From(ctx)
 		h, err := w.Host(ctx)
@@ -91,12 +101,15 @@ func registerHost(c *steps.Catalog) {
 		if !ok {
 			return w.Block(verdict.CauseTarget, "the target cannot read the host's log (use the refhost or exec target)")
 		}
+		w.Observe(nil)
+		found := false
 		for _, l := range lines {
 			if strings.Contains(l, value) && strings.Contains(strings.ToLower(l), "warn") {
-				return w.Assert(true, "")
+				found = true
+				break
 			}
 		}
-		return w.Assert(false, "no warning in the host's log names %q; the log has %d lines:\n%s", value, len(lines), strings.Join(tail(lines, 15), "\n"))
+		return w.Assert(found, "no warning in the host's log names %q; the log has %d lines:\n%s", value, len(lines), strings.Join(tail(lines, 15), "\n"))
 	})
 }
 
@@ -106,5 +119,3 @@ func tail(lines []string, n int) []string {
 	}
 	return lines
 }
-
-func errorf(format string, a ...any) error { return fmt.Errorf(format, a...) }

@@ -1,12 +1,15 @@
 package contractrefine
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -16,12 +19,21 @@ import (
 
 // state is one scenario's ContractRefine memory.
 type state struct {
-	text      string         // the echo text of this scenario's plan; unique, so a tool result is attributable
-	request   map[string]any // the last preflight request sent
-	body      []byte         // its exact bytes
-	decisions []decision     // every 200 decision, in order
-	unknownID string         // a preflight id no host has issued
+	text      string          // the echo text of this scenario's plan; unique, so a tool result is attributable
+	request   map[string]any  // the last preflight request sent
+	body      []byte          // its exact bytes
+	lastPost  *steps.Response // the last POST /v1/preflight exchange
+	decisions []decision      // every 200 decision that names its preflight_id, in order
+	refused   []byte          // the exact bytes of the last malformed request sent
+	refusedRQ map[string]any  // the request those bytes were cut from
+	unknownID string          // a preflight id no host has issued
+	calls     int             // tool calls made
+	tool      toolCall        // the last tool call
 }
+
+// decisionPrecondition is the registry's precondition for steps that use
+// "that preflight": a 200 decision naming its preflight_id.
+const decisionPrecondition = "contractrefine.precondition.decision"
 
 type decision struct {
 	raw []byte
@@ -34,9 +46,16 @@ func st(ctx context.Context) *state {
 	}).(*state)
 }
 
+// last is "that preflight": the last decision. A scenario that asks for it
+// before requesting a preflight misuses the step; a host that answered no
+// usable decision fails the decision precondition.
 func (s *state) last() (decision, error) {
+	if s.lastPost == nil {
+		return decision{}, steps.Fault("a step uses \"that preflight\" before any preflight was requested")
+	}
 	if len(s.decisions) == 0 {
-		return decision{}, steps.Fault("no preflight decision yet")
+		return decision{}, steps.Precondition(decisionPrecondition,
+			steps.Fail("the scenario needs a 200 decision naming its preflight_id, and the host gave none: %s", s.lastPost))
 	}
 	return s.decisions[len(s.decisions)-1], nil
 }
@@ -87,6 +106,12 @@ func step0(req map[string]any) map[string]any {
 
 var requestVariants = map[string]func(text string) map[string]any{
 	"for a plan that satisfies every contract": passingRequest,
+	"for a plan that delivers": func(text string) map[string]any {
+		r := passingRequest(text)
+		r["capability"] = "tool.deliver"
+		step0(r)["kind"] = "tool.deliver"
+		return r
+	},
 	"for a plan whose params lack provenance": func(text string) map[string]any {
 		r := passingRequest(text)
 		delete(step0(r), "provenance")
@@ -114,7 +139,7 @@ func post(ctx context.Context, req map[string]any, header http.Header) error {
 	w, s := steps.From(ctx), st(ctx)
 	b, err := json.Marshal(req)
 	if err != nil {
-		return err
+		return steps.Fault("cannot encode the preflight request: %v", err)
 	}
 	s.request, s.body = req, b
 	return postRaw(ctx, b, header, w, s)
@@ -125,12 +150,52 @@ func postRaw(ctx context.Context, b []byte, header http.Header, w *steps.World, 
 	if err != nil {
 		return err
 	}
+	s.lastPost = r
 	if r.Status == http.StatusOK {
 		if doc, err := r.JSON(); err == nil {
-			s.decisions = append(s.decisions, decision{raw: r.Body, doc: doc})
+			if d := (decision{raw: r.Body, doc: doc}); d.str("preflight_id") != "" {
+				s.decisions = append(s.decisions, d)
+			}
 		}
 	}
 	return nil
+}
+
+// malformed builds a request body the host must refuse, from a fresh
+// passing request whose plan hash and agent id are unique to the scenario;
+// both are inside the bytes sent, so a frame written for the request could
+// not avoid carrying them.
+func malformed(s *state, how string) ([]byte, error) {
+	req := passingRequest(s.text)
+	req["actor"].(map[string]any)["agent_id"] = "parley-refused-" + uuid.NewString()
+	full, err := json.Marshal(req)
+	if err != nil {
+		return nil, steps.Fault("cannot encode the preflight request: %v", err)
+	}
+	var b []byte
+	switch how {
+	case "a truncated preflight request":
+		// Cut just after the plan hash (actor and intent precede the plan in
+		// the encoding's key order).
+		ph, _ := steps.Lookup(req, "intent.plan_hash")
+		i := bytes.Index(full, []byte(steps.Text(ph)))
+		if i < 0 {
+			return nil, steps.Fault("the plan hash is not in the encoded request")
+		}
+		b = full[:i+len(steps.Text(ph))+1]
+	case "a preflight request followed by stray bytes":
+		b = append(full, []byte(` {"intent": {}}`)...)
+	default:
+		return nil, steps.Fault("no malformed request is described as %q", how)
+	}
+	for _, path := range []string{"intent.plan_hash", "actor.agent_id"} {
+		v, _ := steps.Lookup(req, path)
+		if !bytes.Contains(b, []byte(steps.Text(v))) {
+			return nil, steps.Fault("the malformed request does not carry its %s", path)
+		}
+	}
+	s.refused, s.refusedRQ = b, req
+	return b, nil
 }
 
 func jsonHeader() http.Header { return http.Header{"Content-Type": {"application/json"}} }
@@ -173,18 +238,18 @@ func registerPreflight(c *steps.Catalog) {
 		r["actor"].(map[string]any)["session_id"] = "parley-session-" + uuid.NewString()
 		return post(ctx, r, jsonHeader())
 	})
-	c.Given(`^a client posts (no body|an empty body|a truncated preflight request|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
+	c.When(`^a client posts (no body|an empty body|a truncated preflight request|a preflight request followed by stray bytes|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
 		w, s := steps.From(ctx), st(ctx)
 		var b []byte
 		switch what {
 		case "no body":
 		case "an empty body":
 			b = []byte{}
-		case "a truncated preflight request":
-			req := passingRequest(s.text)
-			full, _ := json.Marshal(req)
-			s.request = req
-			b = full[:len(full)/2]
+		case "a truncated preflight request", "a preflight request followed by stray bytes":
+			var err error
+			if b, err = malformed(s, what); err != nil {
+				return err
+			}
 		default:
 			b = []byte(literal)
 		}
@@ -198,16 +263,16 @@ func registerPreflight(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		doc, jerr := r.JSON()
-		if jerr != nil {
-			return w.Assert(true, "")
-		}
-		for _, k := range []string{"preflight_id", "outcome", "execution_eligibility", "decision"} {
-			if _, ok := doc[k]; ok {
-				return w.Assert(false, "expected no decision, but the body has %q: %s", k, r)
+		// A body that is not a JSON object carries no decision either.
+		var found []string
+		if doc, jerr := r.JSON(); jerr == nil {
+			for _, k := range []string{"preflight_id", "outcome", "execution_eligibility", "decision"} {
+				if _, ok := doc[k]; ok {
+					found = append(found, k)
+				}
 			}
 		}
-		return w.Assert(true, "")
+		return w.Assert(len(found) == 0, "expected no decision, but the body has %s: %s", strings.Join(found, ", "), r)
 	})
 	c.Then(`^the response field "([^"]*)" is not "([^"]*)"$`, func(ctx context.Context, path, not string) error {
 		w := steps.From(ctx)
@@ -277,7 +342,7 @@ func registerPreflight(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		_, err = w.Do(ctx, http.MethodGet, "/v1/preflight/"+d.str("preflight_id"), nil, nil)
+		_, err = w.Do(ctx, http.MethodGet, "/v1/preflight/"+url.PathEscape(d.str("preflight_id")), nil, nil)
 		return err
 	})
 	c.When(`^the agent retrieves the preflight "([^"]*)"$`, func(ctx context.Context, id string) error {
@@ -294,12 +359,12 @@ func registerPreflight(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if len(s.decisions) == 0 {
-			return steps.Fault("no decision to compare with")
-		}
 		// The GET answer is the last recorded exchange, the POST decision the
 		// one before it (GET 200s are not decisions and are not recorded).
-		d := s.decisions[len(s.decisions)-1]
+		d, err := s.last()
+		if err != nil {
+			return err
+		}
 		return w.Assert(steps.JSONEqual(r.Body, d.raw), "GET returned another decision:\nPOST: %s\nGET:  %s", d.raw, r.Body)
 	})
 }

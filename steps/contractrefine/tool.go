@@ -1,33 +1,85 @@
 package contractrefine
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
-	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/parley-conformance/parley/peers/sink"
 	"github.com/parley-conformance/parley/steps"
 )
 
 // preflightHeader binds a /v1/tool call to a prior preflight.
 const preflightHeader = "X-Autonomy-Preflight-Id"
 
-// callTool posts a tool call whose params carry the scenario's unique text,
-// so that whether the tool ran is visible in what came back.
+// deliverSettle is how long the suite waits, after a refused call, for a
+// delivery the host might still make: an effect that follows the refusal
+// is an effect all the same.
+const deliverSettle = 200 * time.Millisecond
+
+// toolCall is one /v1/tool call the scenario made.
+type toolCall struct {
+	kind   string
+	marker string // params.text: unique to this call
+	resp   *steps.Response
+	// decisionsBefore counts the autonomy.decision frames of this kind the
+	// WAL held just before the call (seams only; -1 when not read).
+	decisionsBefore int
+}
+
+// callTool posts a tool call whose params carry a marker unique to the call,
+// so that whether the tool ran is visible where its effect lands.
 func callTool(ctx context.Context, kind, preflightID string) error {
 	w, s := steps.From(ctx), st(ctx)
 	h := http.Header{}
 	if preflightID != "" {
 		h.Set(preflightHeader, preflightID)
 	}
+	s.calls++
+	call := toolCall{kind: kind, marker: fmt.Sprintf("%s-call-%d", s.text, s.calls), decisionsBefore: -1}
+	if host, err := w.Host(ctx); err != nil {
+		return err
+	} else if host.Config.Seams() {
+		fs, err := frames(ctx, "autonomy.decision", map[string]string{"tool_kind": kind})
+		if err != nil {
+			return err
+		}
+		call.decisionsBefore = len(fs)
+	}
 	body := map[string]any{
 		"kind":   kind,
-		"params": map[string]any{"text": s.text},
+		"params": map[string]any{"text": call.marker},
 		"actor":  map[string]any{"agent_id": "parley-agent"},
 	}
-	_, err := w.DoJSON(ctx, http.MethodPost, "/v1/tool", body, h)
-	return err
+	r, err := w.DoJSON(ctx, http.MethodPost, "/v1/tool", body, h)
+	if err != nil {
+		return err
+	}
+	call.resp = r
+	s.tool = call
+	return nil
+}
+
+func (s *state) lastCall() (toolCall, error) {
+	if s.tool.resp == nil {
+		return toolCall{}, steps.Fault("a step checks a tool call before any was made")
+	}
+	return s.tool, nil
+}
+
+// deliveries reads what the suite's destination received for the call.
+func deliveries(w *steps.World, call toolCall) ([]sink.Delivery, error) {
+	if call.kind != "tool.deliver" {
+		return nil, steps.Fault("whether %s ran is not visible outside the host; the scenario calls tool.deliver to witness it", call.kind)
+	}
+	got := sink.Shared().Carrying(call.marker)
+	w.Observe(nil)
+	return got, nil
 }
 
 func registerTool(c *steps.Catalog) {
@@ -48,35 +100,76 @@ func registerTool(c *steps.Catalog) {
 	})
 	c.Then(`^the tool did not run$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
-		r, err := w.LastResponse()
+		call, err := s.lastCall()
 		if err != nil {
 			return err
 		}
-		return w.Assert(!strings.Contains(string(r.Body), s.text), "the denied call still echoed its params: %s", r)
+		time.Sleep(deliverSettle)
+		got, err := deliveries(w, call)
+		if err != nil {
+			return err
+		}
+		var first []byte
+		if len(got) > 0 {
+			first = got[0].Body
+		}
+		return w.Assert(len(got) == 0, "the host answered %d, yet the tool ran: the destination received %d delivery(ies) of the call's params, the first %s", call.resp.Status, len(got), first)
 	})
 	c.Then(`^the tool ran with the plan's params$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
-		r, err := w.LastResponse()
+		call, err := s.lastCall()
 		if err != nil {
 			return err
 		}
-		return w.Assert(strings.Contains(string(r.Body), s.text), "tool.echo did not echo %q: %s", s.text, r)
+		if call.kind == "tool.echo" {
+			// tool.echo's effect is its answer: the params it was given.
+			return w.Assert(bytes.Contains(call.resp.Body, []byte(call.marker)), "tool.echo did not echo %q: %s", call.marker, call.resp)
+		}
+		got, err := deliveries(w, call)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(len(got) == 1, "the destination received %d deliveries of the call's params, want exactly one (the host answered %s)", len(got), call.resp); err != nil {
+			return err
+		}
+		var params map[string]any
+		_ = json.Unmarshal(got[0].Body, &params)
+		return w.Assert(params["text"] == call.marker, "the delivery does not carry the call's params: %s", got[0].Body)
 	})
 	c.Then(`^no WAL frame refers to that preflight id$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
-		if s.unknownID == "" {
-			return steps.Fault("no unknown preflight id was presented")
-		}
-		fs, err := frames(ctx, "", nil)
+		call, err := s.lastCall()
 		if err != nil {
 			return err
 		}
-		for _, f := range fs {
-			if strings.Contains(string(f.raw), s.unknownID) {
-				return w.Assert(false, "the header was not ignored: a %s frame refers to it: %s", f.Kind, f.raw)
+		if s.unknownID == "" || call.decisionsBefore < 0 {
+			return steps.Fault("the scenario presents no unknown preflight id to a host with its WAL seam")
+		}
+		// The control: the WAL read shows the host's own record of this call
+		// (an autonomy.decision frame of its kind written since the call
+		// began), so an empty or stale read cannot pass for "no frame".
+		mine, err := frames(ctx, "autonomy.decision", map[string]string{"tool_kind": call.kind})
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(len(mine) > call.decisionsBefore, "the WAL shows no autonomy.decision frame for the %s call (%d before it, %d after), so it cannot show that no frame refers to the header's id", call.kind, call.decisionsBefore, len(mine)); err != nil {
+			return err
+		}
+		all, err := frames(ctx, "", nil)
+		if err != nil {
+			return err
+		}
+		var refs [][]byte
+		for _, f := range all {
+			if bytes.Contains(f.raw, []byte(s.unknownID)) {
+				refs = append(refs, f.raw)
 			}
 		}
-		return w.Assert(true, "")
+		var first []byte
+		if len(refs) > 0 {
+			first = refs[0]
+		}
+		return w.Assert(len(refs) == 0, "the header was not ignored: %d frame(s) refer to the preflight id it named, the first %s", len(refs), first)
 	})
 	c.Then(`^the WAL holds an autonomy\.decision frame (?:with outcome "([^"]*)" )?carrying that preflight's audit_id$`, func(ctx context.Context, outcome string) error {
 		w := steps.From(ctx)
@@ -89,15 +182,16 @@ func registerTool(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
+		found := false
 		for _, f := range fs {
 			if got, _ := f.attr("outcome"); outcome == "" || got == outcome {
-				return w.Assert(true, "")
+				found = true
 			}
 		}
 		want := "an autonomy.decision frame"
 		if outcome != "" {
 			want += " with outcome " + outcome
 		}
-		return w.Assert(false, "expected %s carrying audit_id %s; found %d autonomy.decision frame(s) with it", want, audit, len(fs))
+		return w.Assert(audit != "" && found, "expected %s carrying audit_id %q; found %d autonomy.decision frame(s) with it", want, audit, len(fs))
 	})
 }

@@ -1,6 +1,7 @@
 package contractrefine
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -38,13 +39,6 @@ func (f frame) attr(name string) (string, bool) {
 // recorded as the scenario's last response.
 func frames(ctx context.Context, kind string, attrs map[string]string) ([]frame, error) {
 	w := steps.From(ctx)
-	h, err := w.Host(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if !h.Config.Seams() {
-		return nil, steps.Fault("reading the WAL needs \"the WAL seam is enabled\" among the Given steps")
-	}
 	q := url.Values{}
 	if kind != "" {
 		q.Set("kind", kind)
@@ -123,20 +117,41 @@ func registerWAL(c *steps.Catalog) {
 		}
 		return w.Assert(len(fs) == 1, "expected exactly one autonomy.preflight frame for %s, found %d", d.str("preflight_id"), len(fs))
 	})
-	c.Then(`^the WAL holds no autonomy\.preflight frame for that request's plan hash$`, func(ctx context.Context) error {
+	c.Then(`^the WAL holds no autonomy\.preflight frame of that refused request$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
-		if s.request == nil {
-			return steps.Fault("no request recorded")
+		if s.refused == nil {
+			return steps.Fault("no malformed request was sent")
 		}
-		ph, _ := steps.Lookup(s.request, "intent.plan_hash")
-		fs, err := frames(ctx, "autonomy.preflight", map[string]string{"plan_hash": steps.Text(ph)})
+		d, err := s.last()
 		if err != nil {
 			return err
 		}
-		if len(fs) > 0 {
-			return w.Assert(false, "a refused request left %d autonomy.preflight frame(s): %s", len(fs), fs[0].raw)
+		all, err := frames(ctx, "autonomy.preflight", nil)
+		if err != nil {
+			return err
 		}
-		return w.Assert(true, "")
+		// The control: the same read shows the frame of the scenario's own
+		// earlier decision, so an empty read cannot pass for "no frame".
+		control := false
+		for _, f := range all {
+			if id, _ := f.attr("preflight_id"); id == d.str("preflight_id") {
+				control = true
+			}
+		}
+		if err := w.Assert(control, "the WAL read does not show the frame of this scenario's own decision %s, so it cannot show that the refused request left none", d.str("preflight_id")); err != nil {
+			return err
+		}
+		// Any frame written for the refused request would carry its plan
+		// hash and its agent id, both unique to it and inside the bytes sent.
+		for _, path := range []string{"intent.plan_hash", "actor.agent_id"} {
+			v, _ := steps.Lookup(s.refusedRQ, path)
+			for _, f := range all {
+				if bytes.Contains(f.raw, []byte(steps.Text(v))) {
+					return w.Assert(false, "a refused request left an autonomy.preflight frame (it carries the request's %s %s): %s", path, steps.Text(v), f.raw)
+				}
+			}
+		}
+		return nil
 	})
 	c.Then(`^the WAL frame of that preflight satisfies the schema "([^"]*)"$`, func(ctx context.Context, name string) error {
 		f, _, err := preflightFrame(ctx)
