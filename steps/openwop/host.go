@@ -13,8 +13,9 @@
 // reaches.
 //
 // Preconditions (scenarios/openwop.toml [[precondition]]): reading discovery
-// to find where the host serves a protocol inbound, and the barrier exchange
-// whose own record proves that a stream has caught up. When the host gets
+// to find where the host serves a protocol inbound, subscribing to each
+// tenant's host-event stream, and the barrier exchange whose own record
+// proves that a stream has caught up. When the host gets
 // either wrong, a scenario that does not witness the requirement behind it
 // is blocked naming that requirement, whose own scenario fails.
 package openwop
@@ -42,11 +43,15 @@ const (
 	// preferred version reaches its tenant's stream as a record.
 	preBarrierA2A = "openwop.precondition.a2a-barrier-recorded"
 	preBarrierMCP = "openwop.precondition.mcp-barrier-recorded"
+	// preSubscribed: every tenant can subscribe to its host-event stream.
+	preSubscribed = "openwop.precondition.host-events-subscription"
 )
 
 // Preconditions lists every precondition id the package names, for the
 // test that holds them to the registry.
-func Preconditions() []string { return []string{preDiscovery, preBarrierA2A, preBarrierMCP} }
+func Preconditions() []string {
+	return []string{preDiscovery, preBarrierA2A, preBarrierMCP, preSubscribed}
+}
 
 // Register binds every OpenWOP step phrase.
 func Register(c *steps.Catalog) {

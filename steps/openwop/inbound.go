@@ -47,7 +47,7 @@ func workspaceFor(what string) string { return "parley-" + what + "-" + uuid.New
 func registerInbound(c *steps.Catalog) {
 	c.When(`^tenant "([^"]*)" fetches the host's agent card naming A2A version "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
 		if err := openStreams(ctx); err != nil {
-			return err
+			return steps.Precondition(preSubscribed, err)
 		}
 		x, err := inboundA2A(ctx, tenant, version, workspaceFor("a2a"))
 		if err != nil {
@@ -58,7 +58,7 @@ func registerInbound(c *steps.Catalog) {
 	})
 	c.When(`^tenant "([^"]*)" initializes an MCP session with the host naming revision "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
 		if err := openStreams(ctx); err != nil {
-			return err
+			return steps.Precondition(preSubscribed, err)
 		}
 		x, err := inboundMCP(ctx, tenant, version, workspaceFor("mcp"))
 		if err != nil {
