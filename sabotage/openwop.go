@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/google/uuid"
 )
 
 // OpenWOP RFC 0242 rules. The records live on two surfaces, a run's log
@@ -204,7 +206,40 @@ func downgradeAsMet(p map[string]any) {
 	}
 }
 
-var a2aLeak = &crossTenant{protocol: "a2a"}
+// duplicateRecords is a host that records each matching exchange twice: two
+// durable events with distinct eventIds, so that a reader of the log sees
+// two negotiations where there was one.
+func duplicateRecords(protocol, outcome string) func(x *Exchange, frame []byte) [][]byte {
+	return hostRecords(func(_ *Exchange, raw []byte, h hostRecord) [][]byte {
+		if h.payload == nil || !h.is(protocol, outcome) {
+			return [][]byte{raw}
+		}
+		id := uuid.NewString()
+		h.env["eventId"] = id
+		h.frame.id, h.frame.hasID = id, true
+		return [][]byte{raw, withEnvelope(h)}
+	})
+}
+
+// editDiscovery rewrites the discovery document.
+func editDiscovery(edit func(doc map[string]any)) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if !isDiscovery(x) || r.Status != http.StatusOK {
+			return
+		}
+		doc := decodeUseNumber(r.Body)
+		if doc == nil {
+			return
+		}
+		edit(doc)
+		r.SetJSON(doc)
+	}
+}
+
+var (
+	a2aLeak = &crossTenant{protocol: "a2a"}
+	mcpLeak = &crossTenant{protocol: "mcp"}
+)
 
 var openWOPRules = []Rule{
 	{
@@ -267,11 +302,7 @@ var openWOPRules = []Rule{
 	{
 		ID:     "openwop.requirement.0242.inbound.listed",
 		Broken: "serves A2A and MCP inbound but lists no `negotiation.decided` entry in `hostEvents.types`",
-		Response: func(x *Exchange, r *Response) {
-			if !isDiscovery(x) || r.Status != http.StatusOK {
-				return
-			}
-			doc := decodeUseNumber(r.Body)
+		Response: editDiscovery(func(doc map[string]any) {
 			he, _ := doc["hostEvents"].(map[string]any)
 			types, _ := he["types"].([]any)
 			if types == nil {
@@ -285,7 +316,30 @@ var openWOPRules = []Rule{
 				kept = append(kept, t)
 			}
 			he["types"] = kept
-			r.SetJSON(doc)
-		},
+		}),
+	},
+	{
+		ID:      "openwop.requirement.0242.inbound.listed",
+		Variant: "facet-url",
+		Broken:  "advertises its A2A inbound facet (`a2a.agentCardUrl`) at a URL that is not http(s), so no caller can reach what it says it serves",
+		Response: editDiscovery(func(doc map[string]any) {
+			if a, _ := doc["a2a"].(map[string]any); a != nil {
+				if u, _ := a["agentCardUrl"].(string); u != "" {
+					a["agentCardUrl"] = "urn:openwop:agent-card"
+				}
+			}
+		}),
+	},
+	{
+		ID:      "openwop.requirement.0242.inbound.refused",
+		Variant: "recorded-twice",
+		Broken:  "records a refused inbound A2A negotiation twice (two durable host events with distinct eventIds)",
+		Stream:  duplicateRecords("a2a", "refused"),
+	},
+	{
+		ID:      "openwop.requirement.0242.inbound.recorded.mcp",
+		Variant: "cross-tenant",
+		Broken:  "delivers each tenant's inbound MCP records to every other tenant's host-event stream as well",
+		Stream:  hostRecords(mcpLeak.stream),
 	},
 }

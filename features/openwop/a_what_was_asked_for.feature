@@ -89,6 +89,7 @@ Feature: A negotiation record names the version that was asked for
 
   @req:openwop.rfc0242.downgrade.reads-as-accepted @profile:openwop-rfc0242
   Scenario Outline: An inbound A2A downgrade reads as an accepted record whose version differs from requested
+    Given the host serves A2A inbound
     When tenant "acme" fetches the host's agent card naming A2A version "<ask>"
     Then the host answers in A2A version "<agreed>"
     And tenant "acme"'s host-event stream delivers exactly one negotiation.decided record of that exchange
@@ -102,6 +103,7 @@ Feature: A negotiation record names the version that was asked for
 
   @req:openwop.rfc0242.downgrade.reads-as-accepted @profile:openwop-rfc0242
   Scenario Outline: An inbound MCP downgrade reads as an accepted record whose version differs from requested
+    Given the host serves MCP inbound
     When tenant "acme" initializes an MCP session with the host naming revision "<ask>"
     Then the host answers in MCP revision "<agreed>"
     And tenant "acme"'s host-event stream delivers exactly one negotiation.decided record of that exchange

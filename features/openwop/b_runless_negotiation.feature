@@ -20,11 +20,12 @@ Feature: An inbound negotiation is a durable host event of the caller's tenant
   Scenario: A host that serves A2A or MCP inbound lists negotiation.decided as a durable host-event type
     When the suite reads the host's discovery document
     Then the response status is 200
-    And the host advertises an inbound A2A or MCP facet
+    And the host advertises an inbound A2A or MCP facet, each naming an http(s) URL
     And its hostEvents.types lists "negotiation.decided" with delivery "durable"
 
   @req:openwop.requirement.0242.inbound.recorded @profile:openwop-rfc0242
   Scenario Outline: An authenticated inbound A2A negotiation is recorded on the caller's tenant's stream, naming what was asked for
+    Given the host serves A2A inbound
     When tenant "acme" fetches the host's agent card naming A2A version "<ask>"
     Then the host answers in A2A version "<ask>"
     And tenant "acme"'s host-event stream delivers exactly one negotiation.decided record of that exchange
@@ -41,6 +42,7 @@ Feature: An inbound negotiation is a durable host event of the caller's tenant
 
   @req:openwop.requirement.0242.inbound.refused @profile:openwop-rfc0242
   Scenario: A refused inbound A2A negotiation is recorded too
+    Given the host serves A2A inbound
     When tenant "acme" fetches the host's agent card naming A2A version "0.2"
     Then the host refuses the A2A exchange
     And tenant "acme"'s host-event stream delivers exactly one negotiation.decided record of that exchange
@@ -52,6 +54,7 @@ Feature: An inbound negotiation is a durable host event of the caller's tenant
 
   @req:openwop.requirement.0242.inbound.recorded.mcp @profile:openwop-rfc0242
   Scenario Outline: An authenticated MCP initialize is recorded on the caller's tenant's stream, naming what was asked for
+    Given the host serves MCP inbound
     When tenant "globex" initializes an MCP session with the host naming revision "<ask>"
     Then the host answers in MCP revision "<ask>"
     And tenant "globex"'s host-event stream delivers exactly one negotiation.decided record of that exchange
@@ -68,6 +71,7 @@ Feature: An inbound negotiation is a durable host event of the caller's tenant
 
   @req:openwop.requirement.0242.inbound.refused.mcp @profile:openwop-rfc0242
   Scenario: A refused MCP initialize is recorded too
+    Given the host serves MCP inbound
     When tenant "globex" initializes an MCP session with the host naming revision "2024-11-05"
     Then the host refuses the MCP exchange
     And tenant "globex"'s host-event stream delivers exactly one negotiation.decided record of that exchange

@@ -5,7 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"net/http"
+	"strings"
 	"time"
 
 	"github.com/parley-conformance/parley/peers/sse"
@@ -30,10 +31,9 @@ const (
 
 // frameRec is one frame a tenant's stream delivered.
 type frameRec struct {
-	frame     sse.Frame
-	env       map[string]any // nil when the data is not a JSON object
-	eventID   string
-	workspace string
+	frame   sse.Frame
+	env     map[string]any // nil when the data is not a JSON object
+	eventID string
 }
 
 // tenantStream is a tenant's /host/events stream, opened once per scenario
@@ -41,7 +41,10 @@ type frameRec struct {
 type tenantStream struct {
 	tenant string
 	s      *sse.Stream
-	seen   []frameRec
+	// sub is the subscription as the suite made it (the request it sent and
+	// the response headers); every frame is observed as an answer to it.
+	sub  *steps.Response
+	seen []frameRec
 }
 
 func registerEvents(c *steps.Catalog) {
@@ -53,39 +56,80 @@ func registerEvents(c *steps.Catalog) {
 	})
 }
 
-// stream opens (once) the tenant's host-event stream.
-func stream(ctx context.Context, tenant string) (*tenantStream, error) {
+// openStreams subscribes to every configured tenant's host-event stream
+// before the scenario's first inbound exchange: a record the host delivers
+// only to subscribers already listening, to its tenant or leaked to another,
+// is then seen all the same.
+func openStreams(ctx context.Context) error {
+	s := st(ctx)
+	s.mu.Lock()
+	tenants := append([]string(nil), s.tenants...)
+	s.mu.Unlock()
+	if len(tenants) == 0 {
+		return steps.Fault("an inbound exchange needs the host's tenants among the Given steps")
+	}
+	for _, t := range tenants {
+		if err := openStream(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openStream opens (once) the tenant's host-event stream.
+func openStream(ctx context.Context, tenant string) error {
 	w, s := steps.From(ctx), st(ctx)
 	s.mu.Lock()
-	ts := s.streams[tenant]
+	open := s.streams[tenant] != nil
 	s.mu.Unlock()
-	if ts != nil {
-		return ts, nil
+	if open {
+		return nil
 	}
 	key, err := s.key(tenant)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	h, err := w.Host(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	sub := &steps.Response{Method: http.MethodGet, URL: hostEventsPath,
+		ReqHeader: http.Header{"Accept": {"text/event-stream"}, "Authorization": {"Bearer " + key}}}
 	// The stream outlives this step; Cleanup closes it when the scenario ends.
 	str, err := sse.Dial(context.Background(), h.HTTP+hostEventsPath, sse.Options{
 		APIKey: key, ConnectTimeout: steps.ExchangeTimeout, MaxFrameBytes: 1 << 20,
 	})
 	var se *sse.StatusError
 	if errors.As(err, &se) {
-		return nil, w.Assert(false, "tenant %q's %s answered %d (%s), not an event stream: %s", tenant, hostEventsPath, se.Status, se.ContentType, se.Body)
+		sub.Status, sub.Header, sub.Body = se.Status, http.Header{"Content-Type": {se.ContentType}}, []byte(se.Body)
+		w.Observe(sub)
+		return w.Assert(false, "tenant %q's %s answered %d (%s), not an event stream: %s", tenant, hostEventsPath, se.Status, se.ContentType, se.Body)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening tenant %q's %s: %w", tenant, hostEventsPath, err)
+		w.Observe(sub)
+		return steps.Fail("tenant %q's %s opened no event stream: %v", tenant, hostEventsPath, err)
 	}
 	w.Cleanup(str.Close)
-	ts = &tenantStream{tenant: tenant, s: str}
+	sub.Status, sub.Header = str.Status, str.Header
+	w.Observe(sub)
 	s.mu.Lock()
-	s.streams[tenant] = ts
+	s.streams[tenant] = &tenantStream{tenant: tenant, s: str, sub: sub}
 	s.mu.Unlock()
+	return nil
+}
+
+// opened returns the tenant's stream, which an inbound exchange opened.
+func opened(ctx context.Context, tenant string) (*tenantStream, error) {
+	s := st(ctx)
+	if _, err := s.key(tenant); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ts := s.streams[tenant]
+	if ts == nil {
+		return nil, steps.Fault("tenant %q's host-event stream was not opened before the inbound exchange", tenant)
+	}
 	return ts, nil
 }
 
@@ -97,14 +141,27 @@ func parseFrame(f sse.Frame) frameRec {
 	if dec.Decode(&env) == nil && env != nil {
 		r.env = env
 		r.eventID, _ = env["eventId"].(string)
-		r.workspace, _ = env["workspaceId"].(string)
 	}
 	return r
 }
 
+// text renders a frame the way it came on the wire.
+func (r frameRec) text() string {
+	var b strings.Builder
+	if r.frame.Event != "" {
+		b.WriteString("event: " + r.frame.Event + "\n")
+	}
+	if r.frame.HasID {
+		b.WriteString("id: " + r.frame.ID + "\n")
+	}
+	b.WriteString("data: " + r.frame.Data)
+	return b.String()
+}
+
 // until reads frames until one matches, the timeout passes (ok false), or
-// the stream fails.
-func (t *tenantStream) until(timeout time.Duration, match func(frameRec) bool) (frameRec, bool, error) {
+// the stream fails (the host's failure). Every frame is an observation of
+// the host.
+func (t *tenantStream) until(w *steps.World, timeout time.Duration, match func(frameRec) bool) (frameRec, bool, error) {
 	deadline := time.Now().Add(timeout)
 	for n := 0; n < maxFramesPerWait; n++ {
 		left := time.Until(deadline)
@@ -116,45 +173,81 @@ func (t *tenantStream) until(timeout time.Duration, match func(frameRec) bool) (
 			return frameRec{}, false, nil
 		}
 		if err != nil {
-			return frameRec{}, false, fmt.Errorf("tenant %q's host-event stream ended: %w", t.tenant, err)
+			return frameRec{}, false, steps.Fail("tenant %q's host-event stream ended: %v", t.tenant, err)
 		}
 		r := parseFrame(f)
 		t.seen = append(t.seen, r)
+		obs := *t.sub
+		obs.Body = []byte(r.text())
+		w.Observe(&obs)
 		if match(r) {
 			return r, true, nil
 		}
 	}
-	return frameRec{}, false, fmt.Errorf("tenant %q's host-event stream sent over %d frames without the one awaited", t.tenant, maxFramesPerWait)
+	return frameRec{}, false, steps.Fail("tenant %q's host-event stream sent over %d frames without the one awaited", t.tenant, maxFramesPerWait)
 }
 
 // settleAfter reads whatever else arrives within d.
-func (t *tenantStream) settleAfter(d time.Duration) error {
-	_, _, err := t.until(d, func(frameRec) bool { return false })
+func (t *tenantStream) settleAfter(w *steps.World, d time.Duration) error {
+	_, _, err := t.until(w, d, func(frameRec) bool { return false })
 	return err
 }
 
-func inWorkspace(ws string) func(frameRec) bool {
-	return func(r frameRec) bool { return r.workspace == ws }
+// carrying matches a frame whose data carries the workspace marker the
+// suite chose for one exchange.
+func carrying(ws string) func(frameRec) bool {
+	return func(r frameRec) bool { return strings.Contains(r.frame.Data, ws) }
 }
 
-// marked returns the frames seen so far that carry the workspace marker or
-// the given eventId, counting one per distinct eventId.
-func (t *tenantStream) marked(ws, eventID string) []frameRec {
+// records returns the distinct records seen so far that carry the
+// workspace marker, or the given eventId (as the envelope's eventId or the
+// frame's SSE id): one per distinct eventId, a redelivery of the same
+// durable event counting once.
+func (t *tenantStream) records(ws, eventID string) []frameRec {
 	var out []frameRec
 	ids := map[string]bool{}
 	for _, r := range t.seen {
-		if r.workspace != ws && (eventID == "" || r.eventID != eventID) {
+		byID := eventID != "" && (r.eventID == eventID || (r.frame.HasID && r.frame.ID == eventID))
+		if !byID && !strings.Contains(r.frame.Data, ws) {
 			continue
 		}
 		if r.eventID != "" {
 			if ids[r.eventID] {
-				continue // a redelivery of the same durable event
+				continue
 			}
 			ids[r.eventID] = true
 		}
 		out = append(out, r)
 	}
 	return out
+}
+
+// barrierPrecondition names what a barrier of the protocol relies on.
+func barrierPrecondition(protocol string) string {
+	if protocol == "MCP" {
+		return preBarrierMCP
+	}
+	return preBarrierA2A
+}
+
+// awaitBarrier makes a barrier exchange as tenant and waits for its record
+// on ts. Its record is the positive control that shows the stream has caught
+// up; a host that records no accepted exchange at its preferred version
+// fails the inbound.recorded scenarios, so here that is a failed
+// precondition.
+func awaitBarrier(ctx context.Context, ts *tenantStream, protocol string) error {
+	w := steps.From(ctx)
+	pre := barrierPrecondition(protocol)
+	ws, err := barrier(ctx, ts.tenant, protocol)
+	if err != nil {
+		return steps.Precondition(pre, err)
+	}
+	_, ok, err := ts.until(w, recordWait, carrying(ws))
+	if err != nil {
+		return steps.Precondition(pre, err)
+	}
+	return steps.Precondition(pre, w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of an accepted %s exchange at the preferred version (the barrier, workspace %s), among %d frames read",
+		recordWait, ts.tenant, protocol, ws, len(ts.seen)))
 }
 
 // ownRecord finds the record of the last inbound exchange on its tenant's
@@ -169,39 +262,31 @@ func ownRecord(ctx context.Context, tenant string) error {
 	if x.tenant != tenant {
 		return steps.Fault("the exchange was made by tenant %q, not %q", x.tenant, tenant)
 	}
-	ts, err := stream(ctx, tenant)
+	ts, err := opened(ctx, tenant)
 	if err != nil {
 		return err
 	}
-	first, ok, err := ts.until(recordWait, inWorkspace(x.workspace))
+	first, ok, err := ts.until(w, recordWait, carrying(x.workspace))
 	if err != nil {
-		return w.Assert(false, "%v", err)
+		return err
 	}
 	if err := w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of the %s exchange (workspace %s) among %d frames; the host answered that exchange %s",
-		recordWait, tenant, x.protocol, x.workspace, len(ts.seen), x.detail); err != nil {
+		recordWait, tenant, x.protocol, x.workspace, len(ts.seen), x.detail()); err != nil {
 		return err
 	}
-	ws, err := barrier(ctx, tenant, x.protocol)
-	if err != nil {
+	if err := awaitBarrier(ctx, ts, x.protocol); err != nil {
 		return err
 	}
-	_, ok, err = ts.until(recordWait, inWorkspace(ws))
-	if err != nil {
-		return w.Assert(false, "%v", err)
-	}
-	if err := w.Assert(ok, "within %s, tenant %q's stream delivered no record of a second, barrier exchange (workspace %s)", recordWait, tenant, ws); err != nil {
+	if err := ts.settleAfter(w, settle); err != nil {
 		return err
 	}
-	if err := ts.settleAfter(settle); err != nil {
-		return w.Assert(false, "%v", err)
-	}
-	all := ts.marked(x.workspace, "")
+	all := ts.records(x.workspace, "")
 	if err := w.Assert(len(all) == 1, "tenant %q's stream delivered %d distinct records of one exchange (workspace %s), want exactly one", tenant, len(all), x.workspace); err != nil {
 		return err
 	}
 	rec, err := newHostRecord(first)
 	if err != nil {
-		return w.Assert(false, "%v", err)
+		return err
 	}
 	s.mu.Lock()
 	s.record = rec
@@ -209,9 +294,10 @@ func ownRecord(ctx context.Context, tenant string) error {
 	return nil
 }
 
-// notDelivered proves that another tenant's stream does not carry the record
-// of the last inbound exchange: that tenant's own barrier record arrives,
-// and nothing of the exchange arrives before it or shortly after.
+// notDelivered proves that another tenant's stream, open since before the
+// exchange, does not carry the record of the last inbound exchange: that
+// tenant's own barrier record arrives, and nothing carrying the exchange's
+// workspace (or its record's eventId) arrives before it or shortly after.
 func notDelivered(ctx context.Context, tenant string) error {
 	w, s := steps.From(ctx), st(ctx)
 	x, err := s.lastInbound()
@@ -227,27 +313,20 @@ func notDelivered(ctx context.Context, tenant string) error {
 		eventID, _ = s.record.env["eventId"].(string)
 	}
 	s.mu.Unlock()
-	ts, err := stream(ctx, tenant)
+	ts, err := opened(ctx, tenant)
 	if err != nil {
 		return err
 	}
-	ws, err := barrier(ctx, tenant, x.protocol)
-	if err != nil {
+	if err := awaitBarrier(ctx, ts, x.protocol); err != nil {
 		return err
 	}
-	_, ok, err := ts.until(recordWait, inWorkspace(ws))
-	if err != nil {
-		return w.Assert(false, "%v", err)
-	}
-	if err := w.Assert(ok, "within %s, tenant %q's stream delivered no record of its own barrier exchange (workspace %s), so it cannot be shown to withhold another tenant's", recordWait, tenant, ws); err != nil {
+	if err := ts.settleAfter(w, settle); err != nil {
 		return err
 	}
-	if err := ts.settleAfter(settle); err != nil {
-		return w.Assert(false, "%v", err)
-	}
-	leaked := ts.marked(x.workspace, eventID)
+	leaked := ts.records(x.workspace, eventID)
+	first := ""
 	if len(leaked) > 0 {
-		return w.Assert(false, "tenant %q's stream delivered tenant %q's record: %s", tenant, x.tenant, leaked[0].frame.Data)
+		first = leaked[0].text()
 	}
-	return w.Assert(true, "")
+	return w.Assert(len(leaked) == 0, "tenant %q's stream delivered %d record(s) of tenant %q's exchange (workspace %s): %s", tenant, len(leaked), x.tenant, x.workspace, first)
 }

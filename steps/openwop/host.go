@@ -7,12 +7,21 @@
 // Scenarios share one host per configuration and run concurrently, so every
 // inbound exchange names a fresh workspace (OpenWOP-Workspace-Id) and a step
 // picks its own record out of a tenant's stream by that workspace, never by
-// trusting the host to filter for it.
+// trusting the host to filter for it. Every tenant's stream is opened before
+// the scenario's first inbound exchange, so that a record the host delivers
+// only live (without replaying history) is seen too, on whichever stream it
+// reaches.
+//
+// Preconditions (scenarios/openwop.toml [[precondition]]): reading discovery
+// to find where the host serves a protocol inbound, subscribing to each
+// tenant's host-event stream, and the barrier exchange whose own record
+// proves that a stream has caught up. When the host gets
+// either wrong, a scenario that does not witness the requirement behind it
+// is blocked naming that requirement, whose own scenario fails.
 package openwop
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -24,6 +33,25 @@ import (
 )
 
 const family = "openwop"
+
+// Precondition ids (scenarios/openwop.toml).
+const (
+	// preDiscovery: discovery answers a JSON document whose inbound facet
+	// names a URL the suite can follow.
+	preDiscovery = "openwop.precondition.discovery"
+	// preBarrierA2A and preBarrierMCP: an accepted inbound exchange at the
+	// preferred version reaches its tenant's stream as a record.
+	preBarrierA2A = "openwop.precondition.a2a-barrier-recorded"
+	preBarrierMCP = "openwop.precondition.mcp-barrier-recorded"
+	// preSubscribed: every tenant can subscribe to its host-event stream.
+	preSubscribed = "openwop.precondition.host-events-subscription"
+)
+
+// Preconditions lists every precondition id the package names, for the
+// test that holds them to the registry.
+func Preconditions() []string {
+	return []string{preDiscovery, preBarrierA2A, preBarrierMCP, preSubscribed}
+}
 
 // Register binds every OpenWOP step phrase.
 func Register(c *steps.Catalog) {
@@ -44,9 +72,11 @@ type versionRange struct {
 type state struct {
 	mu      sync.Mutex
 	keys    map[string]string // tenant name -> API key
+	tenants []string          // in the order the Given step named them
 	a2a     versionRange
 	mcp     versionRange
-	disc    map[string]any // discovery document, once read
+	disc    map[string]any    // discovery document, once read
+	serves  map[string]string // protocol -> inbound URL, once a Setup step found it
 	peer    *a2a.Peer
 	server  *mcp.Server
 	seam    *seamCall
@@ -57,7 +87,7 @@ type state struct {
 
 func st(ctx context.Context) *state {
 	return steps.From(ctx).State(family, func() any {
-		return &state{keys: map[string]string{}, streams: map[string]*tenantStream{}}
+		return &state{keys: map[string]string{}, streams: map[string]*tenantStream{}, serves: map[string]string{}}
 	}).(*state)
 }
 
@@ -67,7 +97,8 @@ func configure(ctx context.Context, edit func(map[string]any)) error {
 
 // keyFor derives a tenant's API key from its name. It is deterministic, so
 // every scenario that names the same tenants describes the same host
-// configuration and shares one host.
+// configuration and shares one host. It is still a credential: every
+// scenario registers it as a secret, so that no detail shows it.
 func keyFor(tenant string) string { return "parley-openwop-key-" + tenant }
 
 func (s *state) key(tenant string) (string, error) {
@@ -119,11 +150,13 @@ func registerHost(c *steps.Catalog) {
 		if a == b {
 			return steps.Fault("two tenants need two names")
 		}
-		s := st(ctx)
+		w, s := steps.From(ctx), st(ctx)
 		var tenants []any
 		s.mu.Lock()
 		for _, t := range []string{a, b} {
 			s.keys[t] = keyFor(t)
+			s.tenants = append(s.tenants, t)
+			w.Secret(keyFor(t))
 			tenants = append(tenants, map[string]any{"id": t, "api_keys": []any{keyFor(t)}})
 		}
 		s.mu.Unlock()
@@ -132,62 +165,147 @@ func registerHost(c *steps.Catalog) {
 	c.Given(`^the outbound negotiation seams are enabled$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
 	})
+	c.Setup(preDiscovery, `^the host serves (A2A|MCP) inbound$`, func(ctx context.Context, protocol string) error {
+		return servesInbound(ctx, protocol)
+	})
 	c.When(`^the suite reads the host's discovery document$`, func(ctx context.Context) error {
 		_, err := discovery(ctx, true)
 		return err
 	})
-	c.Then(`^the host advertises an inbound A2A or MCP facet$`, func(ctx context.Context) error {
+	c.Then(`^the host advertises an inbound A2A or MCP facet, each naming an http\(s\) URL$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		doc, err := discovery(ctx, false)
 		if err != nil {
 			return err
 		}
-		facets := inboundFacets(doc)
-		if len(facets) == 0 {
+		advertisedAny := false
+		for _, protocol := range []string{"A2A", "MCP"} {
+			f := inboundFacet(doc, protocol)
+			if !f.present {
+				continue
+			}
+			advertisedAny = true
+			if err := w.Assert(f.problem == "", "the discovery document advertises %s, but %s: %s", f.field, f.problem, steps.Text(doc)); err != nil {
+				return err
+			}
+			if _, err := advertised(ctx, f.field, f.raw); err != nil {
+				return err
+			}
+		}
+		if !advertisedAny {
 			return w.Inapplicable("the discovery document advertises none of a2a.agentCardUrl, mcp.serverUrls, mcp.serverMount: the host serves neither protocol inbound, so RFC 0242 §B.3 does not bind it")
 		}
-		return w.Assert(true, "")
+		return nil
 	})
-	c.Given(`^its hostEvents\.types lists "([^"]*)" with delivery "([^"]*)"$`, func(ctx context.Context, typ, delivery string) error {
+	c.Then(`^its hostEvents\.types lists "([^"]*)" with delivery "([^"]*)"$`, func(ctx context.Context, typ, delivery string) error {
 		w := steps.From(ctx)
 		doc, err := discovery(ctx, false)
 		if err != nil {
 			return err
 		}
 		he, ok := doc["hostEvents"].(map[string]any)
-		if err := w.Assert(ok, "the host advertises %s but no hostEvents object: %s", strings.Join(inboundFacets(doc), ", "), steps.Text(doc)); err != nil {
+		if err := w.Assert(ok, "the host advertises an inbound facet but no hostEvents object: %s", steps.Text(doc)); err != nil {
 			return err
 		}
 		types, ok := he["types"].([]any)
 		if err := w.Assert(ok, "hostEvents.types is not an array: %s", steps.Text(he)); err != nil {
 			return err
 		}
+		listed := false
 		for _, t := range types {
-			e, _ := t.(map[string]any)
-			if e != nil && e["type"] == typ && e["delivery"] == delivery {
-				return w.Assert(true, "")
+			if e, _ := t.(map[string]any); e != nil && e["type"] == typ && e["delivery"] == delivery {
+				listed = true
 			}
 		}
-		return w.Assert(false, "hostEvents.types does not list {type: %q, delivery: %q}: %s", typ, delivery, steps.Text(types))
+		return w.Assert(listed, "hostEvents.types does not list {type: %q, delivery: %q}: %s", typ, delivery, steps.Text(types))
 	})
 }
 
-// inboundFacets names the discovery fields that say the host serves A2A or
-// MCP inbound (RFC 0242 §B.3).
-func inboundFacets(doc map[string]any) []string {
-	var out []string
-	if s, _ := steps.Lookup(doc, "a2a.agentCardUrl"); s != nil && s != "" {
-		out = append(out, "a2a.agentCardUrl")
+// facet is what the discovery document says about one protocol inbound.
+type facet struct {
+	present bool   // the document advertises the protocol inbound
+	field   string // the field that advertises it
+	raw     string // the URL (or mount path) it names
+	problem string // why that is not a URL, when it is not
+}
+
+// inboundFacet reads where the host serves protocol inbound (RFC 0242 §B.3
+// names the fields): A2A at a2a.agentCardUrl; MCP at the first of
+// mcp.serverUrls, else at mcp.serverMount.
+func inboundFacet(doc map[string]any, protocol string) facet {
+	str := func(field string) facet {
+		v, ok := steps.Lookup(doc, field)
+		if !ok || v == nil || v == "" {
+			return facet{field: field}
+		}
+		s, isStr := v.(string)
+		if !isStr {
+			return facet{present: true, field: field, problem: "it is " + steps.Text(v) + ", not a string"}
+		}
+		return facet{present: true, field: field, raw: s}
 	}
-	if v, _ := steps.Lookup(doc, "mcp.serverUrls"); v != nil {
-		if l, ok := v.([]any); !ok || len(l) > 0 {
-			out = append(out, "mcp.serverUrls")
+	if protocol == "A2A" {
+		return str("a2a.agentCardUrl")
+	}
+	if v, ok := steps.Lookup(doc, "mcp.serverUrls"); ok && v != nil {
+		l, isList := v.([]any)
+		switch {
+		case !isList:
+			return facet{present: true, field: "mcp.serverUrls", problem: "it is " + steps.Text(v) + ", not an array"}
+		case len(l) > 0:
+			s, isStr := l[0].(string)
+			if !isStr || s == "" {
+				return facet{present: true, field: "mcp.serverUrls", problem: "its first entry is " + steps.Text(l[0]) + ", not a URL"}
+			}
+			return facet{present: true, field: "mcp.serverUrls", raw: s}
 		}
 	}
-	if s, _ := steps.Lookup(doc, "mcp.serverMount"); s != nil && s != "" {
-		out = append(out, "mcp.serverMount")
+	f := str("mcp.serverMount")
+	if !f.present {
+		f.field = "mcp.serverUrls or mcp.serverMount"
 	}
-	return out
+	return f
+}
+
+// servesInbound is the precondition of every inbound scenario: the host's
+// discovery document names where it serves the protocol inbound. A host
+// that does not advertise the facet does not serve the protocol inbound, and
+// the requirement is inapplicable to it (RFC 0242 §D gates the inbound leg
+// on these fields).
+func servesInbound(ctx context.Context, protocol string) error {
+	w, s := steps.From(ctx), st(ctx)
+	doc, err := discovery(ctx, false)
+	if err != nil {
+		return err
+	}
+	f := inboundFacet(doc, protocol)
+	if !f.present {
+		return w.Inapplicable("the host's discovery document advertises no " + f.field + ": it serves no " + protocol + " inbound")
+	}
+	if err := w.Assert(f.problem == "", "the discovery document advertises %s, but %s", f.field, f.problem); err != nil {
+		return err
+	}
+	u, err := advertised(ctx, f.field, f.raw)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.serves[protocol] = u
+	s.mu.Unlock()
+	return nil
+}
+
+// inboundURL is where the host serves protocol inbound, as the scenario's
+// Setup step found it.
+func inboundURL(ctx context.Context, protocol string) (string, error) {
+	s := st(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u, ok := s.serves[protocol]
+	if !ok {
+		return "", steps.Fault("an inbound %s exchange needs \"Given the host serves %s inbound\" among the scenario's steps", protocol, protocol)
+	}
+	return u, nil
 }
 
 // discovery reads GET /.well-known/openwop once per scenario. record makes
@@ -211,12 +329,12 @@ func discovery(ctx context.Context, record bool) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Assert(r.Status == http.StatusOK, "discovery: %s", r); err != nil {
+	if err := w.Assert(r.Status == http.StatusOK, "discovery: expected 200: %s", r); err != nil {
 		return nil, err
 	}
 	doc, err = r.JSON()
 	if err != nil {
-		return nil, w.Assert(false, "discovery: %v", err)
+		return nil, err
 	}
 	s.mu.Lock()
 	s.disc = doc
@@ -224,24 +342,26 @@ func discovery(ctx context.Context, record bool) (map[string]any, error) {
 	return doc, nil
 }
 
-// advertised resolves a URL the discovery document names against the host's
-// base URL. Only http and https are followed.
-func advertised(ctx context.Context, raw string) (string, error) {
-	h, err := steps.From(ctx).Host(ctx)
+// advertised resolves a URL the discovery document names (in field) against
+// the host's base URL. Only http and https are followed; anything else is
+// the host's failure.
+func advertised(ctx context.Context, field, raw string) (string, error) {
+	w := steps.From(ctx)
+	h, err := w.Host(ctx)
 	if err != nil {
 		return "", err
 	}
 	base, err := url.Parse(h.HTTP + "/")
 	if err != nil {
+		return "", steps.Fail("the host's HTTP address %q is not a URL: %v", h.HTTP, err)
+	}
+	ref, perr := url.Parse(raw)
+	if err := w.Assert(perr == nil, "the discovery document's %s is %q, not a URL (%v)", field, raw, perr); err != nil {
 		return "", err
 	}
-	ref, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("the discovery document names a malformed URL %q: %v", raw, err)
-	}
 	u := base.ResolveReference(ref)
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("the discovery document names %q, which is not an http(s) URL", raw)
+	if err := w.Assert(u.Scheme == "http" || u.Scheme == "https", "the discovery document's %s is %q, which is not an http(s) URL", field, raw); err != nil {
+		return "", err
 	}
 	return u.String(), nil
 }

@@ -1,17 +1,25 @@
 package openwop
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/peers/a2a"
 	"github.com/parley-conformance/parley/peers/mcp"
+	"github.com/parley-conformance/parley/peers/sse"
 	"github.com/parley-conformance/parley/steps"
 )
+
+// workspaceHeader names the workspace an inbound exchange belongs to.
+const workspaceHeader = "OpenWOP-Workspace-Id"
 
 // exchange is one inbound negotiation the suite made as a client.
 type exchange struct {
@@ -19,10 +27,17 @@ type exchange struct {
 	tenant    string
 	workspace string // the marker its record must carry
 	named     string // the version the suite named
-	status    int
+	resp      *steps.Response
 	version   string // what the host answered with, "" when it refused
 	refused   bool
-	detail    string // for failure messages
+}
+
+// detail summarizes the host's answer for a failure message.
+func (x *exchange) detail() string {
+	if x.protocol == "A2A" {
+		return fmt.Sprintf("%d, A2A-Version %q, %s", x.resp.Status, x.resp.Header.Get(a2a.VersionHeader), clip(x.resp.Body))
+	}
+	return fmt.Sprintf("%d %s", x.resp.Status, clip(x.resp.Body))
 }
 
 // workspaceFor returns a fresh workspace id: the marker by which the suite
@@ -31,6 +46,9 @@ func workspaceFor(what string) string { return "parley-" + what + "-" + uuid.New
 
 func registerInbound(c *steps.Catalog) {
 	c.When(`^tenant "([^"]*)" fetches the host's agent card naming A2A version "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
+		if err := openStreams(ctx); err != nil {
+			return steps.Precondition(preSubscribed, err)
+		}
 		x, err := inboundA2A(ctx, tenant, version, workspaceFor("a2a"))
 		if err != nil {
 			return err
@@ -39,6 +57,9 @@ func registerInbound(c *steps.Catalog) {
 		return nil
 	})
 	c.When(`^tenant "([^"]*)" initializes an MCP session with the host naming revision "([^"]*)"$`, func(ctx context.Context, tenant, version string) error {
+		if err := openStreams(ctx); err != nil {
+			return steps.Precondition(preSubscribed, err)
+		}
 		x, err := inboundMCP(ctx, tenant, version, workspaceFor("mcp"))
 		if err != nil {
 			return err
@@ -52,7 +73,7 @@ func registerInbound(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		return w.Assert(!x.refused && x.version == want, "the host answered %s, want %s %q", x.detail, what, want)
+		return w.Assert(!x.refused && x.version == want, "the host answered %s, want %s %q", x.detail(), what, want)
 	})
 	c.Then(`^the host refuses the (A2A|MCP) exchange$`, func(ctx context.Context, protocol string) error {
 		w := steps.From(ctx)
@@ -60,7 +81,10 @@ func registerInbound(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		return w.Assert(x.refused, "the host did not refuse: it answered %s", x.detail)
+		if x.protocol != protocol {
+			return steps.Fault("the last inbound exchange was %s, not %s", x.protocol, protocol)
+		}
+		return w.Assert(x.refused, "the host did not refuse: it answered %s", x.detail())
 	})
 }
 
@@ -79,51 +103,26 @@ func (s *state) lastInbound() (*exchange, error) {
 	return s.inbound, nil
 }
 
-// inboundURL finds where the host serves a protocol inbound, from its
-// discovery document. A host that does not advertise the facet does not
-// serve the protocol inbound, and the inbound leg is inapplicable to it
-// (RFC 0242 §D gates it on these fields).
-func inboundURL(ctx context.Context, protocol string) (string, error) {
-	w := steps.From(ctx)
-	doc, err := discovery(ctx, false)
+// splitURL splits an absolute URL into the base and the path the World's
+// exchanges take.
+func splitURL(raw string) (base, path string, err error) {
+	u, err := url.Parse(raw)
 	if err != nil {
-		return "", err
+		return "", "", steps.Fault("the inbound URL %q the Setup step resolved does not parse: %v", raw, err)
 	}
-	var raw string
-	switch protocol {
-	case "A2A":
-		raw, _ = lookupString(doc, "a2a.agentCardUrl")
-	case "MCP":
-		if l, _ := steps.Lookup(doc, "mcp.serverUrls"); l != nil {
-			if urls, ok := l.([]any); ok && len(urls) > 0 {
-				raw, _ = urls[0].(string)
-			}
-		}
-		if raw == "" {
-			raw, _ = lookupString(doc, "mcp.serverMount")
-		}
-	}
-	if raw == "" {
-		field := map[string]string{"A2A": "a2a.agentCardUrl", "MCP": "mcp.serverUrls or mcp.serverMount"}[protocol]
-		return "", w.Inapplicable(fmt.Sprintf("the host's discovery document advertises no %s: it serves no %s inbound", field, protocol))
-	}
-	u, err := advertised(ctx, raw)
-	if err != nil {
-		return "", w.Assert(false, "%v", err)
-	}
-	return u, nil
+	return u.Scheme + "://" + u.Host, u.RequestURI(), nil
 }
 
-// lookupString is steps.Lookup for a string field.
-func lookupString(doc map[string]any, path string) (string, bool) {
-	v, ok := steps.Lookup(doc, path)
-	s, isStr := v.(string)
-	return s, ok && isStr
+// inboundHeader is what attributes an inbound exchange to a tenant and a
+// workspace.
+func inboundHeader(key, workspace string) http.Header {
+	return http.Header{"Authorization": {"Bearer " + key}, workspaceHeader: {workspace}}
 }
 
 // inboundA2A fetches the host's agent card as tenant, naming version in
 // A2A-Version and the workspace in OpenWOP-Workspace-Id.
 func inboundA2A(ctx context.Context, tenant, version, workspace string) (*exchange, error) {
+	w := steps.From(ctx)
 	key, err := st(ctx).key(tenant)
 	if err != nil {
 		return nil, err
@@ -132,21 +131,34 @@ func inboundA2A(ctx context.Context, tenant, version, workspace string) (*exchan
 	if err != nil {
 		return nil, err
 	}
-	c := a2a.Client{APIKey: key, Workspace: workspace, Timeout: steps.ExchangeTimeout}
-	r, err := c.FetchAgentCard(ctx, card, version)
+	base, path, err := splitURL(card)
 	if err != nil {
-		return nil, fmt.Errorf("fetching the agent card at %s: %w", card, err)
+		return nil, err
 	}
-	x := &exchange{protocol: "A2A", tenant: tenant, workspace: workspace, named: version, status: r.Status}
-	x.detail = fmt.Sprintf("%d, A2A-Version %q, %s", r.Status, r.Version, clip(r.Body))
-	if r.Status >= 200 && r.Status < 300 {
+	hdr := inboundHeader(key, workspace)
+	hdr.Set("Accept", "application/json")
+	if version != "" {
+		hdr.Set(a2a.VersionHeader, version)
+	}
+	r, err := w.Exchange(ctx, base, http.MethodGet, path, nil, hdr)
+	if err != nil {
+		return nil, err
+	}
+	x := &exchange{protocol: "A2A", tenant: tenant, workspace: workspace, named: version, resp: r}
+	switch {
+	case r.Status >= 200 && r.Status < 300:
 		// The negotiated version travels in the A2A-Version header; a card
 		// without it answers in its own protocolVersion.
-		x.version = strings.TrimSpace(r.Version)
-		if x.version == "" && r.JSON != nil {
-			x.version, _ = r.JSON["protocolVersion"].(string)
+		x.version = strings.TrimSpace(r.Header.Get(a2a.VersionHeader))
+		if x.version == "" {
+			var card struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			}
+			if json.Unmarshal(r.Body, &card) == nil {
+				x.version = card.ProtocolVersion
+			}
 		}
-	} else {
+	default:
 		x.refused = r.Status >= 400 && r.Status < 500
 	}
 	return x, nil
@@ -155,6 +167,7 @@ func inboundA2A(ctx context.Context, tenant, version, workspace string) (*exchan
 // inboundMCP sends initialize as tenant, naming version in protocolVersion
 // (and the MCP-Protocol-Version header) and the workspace.
 func inboundMCP(ctx context.Context, tenant, version, workspace string) (*exchange, error) {
+	w := steps.From(ctx)
 	key, err := st(ctx).key(tenant)
 	if err != nil {
 		return nil, err
@@ -163,27 +176,76 @@ func inboundMCP(ctx context.Context, tenant, version, workspace string) (*exchan
 	if err != nil {
 		return nil, err
 	}
-	c := mcp.Client{APIKey: key, Workspace: workspace, Timeout: steps.ExchangeTimeout}
-	r, err := c.Initialize(ctx, server, version)
+	base, path, err := splitURL(server)
 	if err != nil {
-		return nil, fmt.Errorf("initialize at %s: %w", server, err)
+		return nil, err
 	}
-	x := &exchange{protocol: "MCP", tenant: tenant, workspace: workspace, named: version, status: r.Status}
-	x.detail = fmt.Sprintf("%d %s", r.Status, clip(r.Body))
+	params := map[string]any{
+		"capabilities": map[string]any{},
+		"clientInfo":   map[string]string{"name": "parley", "version": "1"},
+	}
+	hdr := inboundHeader(key, workspace)
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Accept", "application/json, text/event-stream")
+	if version != "" {
+		params["protocolVersion"] = version
+		hdr.Set(mcp.VersionHeader, version)
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+	if err != nil {
+		return nil, steps.Fault("cannot encode initialize: %v", err)
+	}
+	r, err := w.Exchange(ctx, base, http.MethodPost, path, body, hdr)
+	if err != nil {
+		return nil, err
+	}
+	x := &exchange{protocol: "MCP", tenant: tenant, workspace: workspace, named: version, resp: r}
+	reply, hasError := initializeReply(r)
 	switch {
-	case r.Error != nil:
+	case hasError:
 		// A JSON-RPC error answer to initialize is a refusal.
 		x.refused = true
 	case r.Status >= 200 && r.Status < 300:
-		x.version = r.ProtocolVersion
+		x.version = reply
 	default:
 		x.refused = r.Status >= 400 && r.Status < 500
 	}
-	if r.SessionID != "" && !x.refused {
+	if sid := r.Header.Get(mcp.SessionHeader); sid != "" && !x.refused {
 		// Leave nothing behind on a shared host.
-		steps.From(ctx).Cleanup(func() { endMCPSession(server, key, r.SessionID) })
+		w.Cleanup(func() { endMCPSession(server, key, sid) })
 	}
 	return x, nil
+}
+
+// initializeReply reads the host's answer to initialize (id 1): the
+// revision it chose, or whether it answered a JSON-RPC error. A Streamable
+// HTTP server may answer as an event stream; the answer is then the first
+// frame that is this request's reply.
+func initializeReply(r *steps.Response) (version string, isError bool) {
+	payload := r.Body
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "text/event-stream" {
+		payload = nil
+		_ = sse.Parse(bytes.NewReader(r.Body), len(r.Body)+1, func(f sse.Frame) bool {
+			var probe struct {
+				ID json.RawMessage `json:"id"`
+			}
+			if json.Unmarshal([]byte(f.Data), &probe) == nil && string(probe.ID) == "1" {
+				payload = []byte(f.Data)
+				return false
+			}
+			return true
+		}, nil)
+	}
+	var msg struct {
+		Result struct {
+			ProtocolVersion string `json:"protocolVersion"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if payload == nil || json.Unmarshal(payload, &msg) != nil {
+		return "", false
+	}
+	return msg.Result.ProtocolVersion, len(msg.Error) > 0 && string(msg.Error) != "null"
 }
 
 // endMCPSession deletes a session the suite opened; failures are ignored.

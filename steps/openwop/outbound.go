@@ -25,6 +25,7 @@ type seamCall struct {
 	status   int
 	answer   map[string]any
 	runID    string
+	resp     *steps.Response
 }
 
 func registerOutbound(c *steps.Catalog) {
@@ -148,20 +149,21 @@ func invoke(ctx context.Context, tenant, protocol, version string) error {
 	}
 	answer, err := r.JSON()
 	if err != nil {
-		return w.Assert(false, "the seam's answer: %v", err)
+		return err
 	}
 	runID, _ := answer["runId"].(string)
 	if err := w.Assert(runID != "", "the seam's answer names no runId, so the record cannot be read back: %s", r); err != nil {
 		return err
 	}
 	s.mu.Lock()
-	s.seam = &seamCall{protocol: protocol, tenant: tenant, status: r.Status, answer: answer, runID: runID}
+	s.seam = &seamCall{protocol: protocol, tenant: tenant, status: r.Status, answer: answer, runID: runID, resp: r}
 	s.mu.Unlock()
 	return nil
 }
 
-// peerAsked is the version the host named in its one request to the fake
-// peer: the A2A-Version header, or initialize's params.protocolVersion.
+// peerAsked is the version the host named in its first request to the fake
+// peer: the A2A-Version header, or initialize's params.protocolVersion. What
+// the fake received is an observation of the host.
 func peerAsked(ctx context.Context) (string, error) {
 	w, s := steps.From(ctx), st(ctx)
 	s.mu.Lock()
@@ -170,14 +172,16 @@ func peerAsked(ctx context.Context) (string, error) {
 	switch {
 	case peer != nil:
 		got := peer.Received()
-		if err := w.Assert(len(got) > 0, "the host never contacted the A2A peer"); err != nil {
+		w.Observe(nil)
+		if err := w.Assert(len(got) > 0, "the host never contacted the A2A peer; the seam answered %s", lastSeamText(s)); err != nil {
 			return "", err
 		}
 		first := got[0]
-		return first.Requested, w.Assert(first.Named && first.Requested != "", "the host's request to the A2A peer named no version in A2A-Version")
+		return first.Requested, w.Assert(first.Named && first.Requested != "", "the host's request to the A2A peer (%s %s) named no version in A2A-Version", first.Method, first.Path)
 	case server != nil:
 		init, ok := server.LastInitialize()
-		if err := w.Assert(ok, "the host never sent initialize to the MCP server"); err != nil {
+		w.Observe(nil)
+		if err := w.Assert(ok, "the host never sent initialize to the MCP server; the seam answered %s", lastSeamText(s)); err != nil {
 			return "", err
 		}
 		return init.Requested, w.Assert(init.Requested != "", "the host's initialize named no protocolVersion")
@@ -185,23 +189,40 @@ func peerAsked(ctx context.Context) (string, error) {
 	return "", steps.Fault("no fake peer was started")
 }
 
-// peerAnswered is the version the fake peer answered with, "" when it refused.
+// peerAnswered is the version the fake peer answered the host's first
+// request with, "" when it refused. A host that never contacted the peer
+// fails here.
 func peerAnswered(ctx context.Context) (string, error) {
-	s := st(ctx)
+	w, s := steps.From(ctx), st(ctx)
 	s.mu.Lock()
 	peer, server := s.peer, s.server
 	s.mu.Unlock()
 	switch {
 	case peer != nil:
-		if got := peer.Received(); len(got) > 0 {
-			return got[0].Answered, nil
+		got := peer.Received()
+		w.Observe(nil)
+		if len(got) == 0 {
+			return "", steps.Fail("the host never contacted the A2A peer; the seam answered %s", lastSeamText(s))
 		}
-		return "", nil
+		return got[0].Answered, nil
 	case server != nil:
-		init, _ := server.LastInitialize()
+		init, ok := server.LastInitialize()
+		w.Observe(nil)
+		if !ok {
+			return "", steps.Fail("the host never sent initialize to the MCP server; the seam answered %s", lastSeamText(s))
+		}
 		return init.Answered, nil
 	}
 	return "", steps.Fault("no fake peer was started")
+}
+
+// lastSeamText is the seam's answer, for a failure message.
+func lastSeamText(s *state) string {
+	c, err := s.lastSeam()
+	if err != nil {
+		return "nothing (no outbound negotiation was driven)"
+	}
+	return c.resp.String()
 }
 
 // peerOrigin is the fake peer's origin, which the host may record only as
@@ -216,7 +237,7 @@ func peerOrigin(ctx context.Context) (origin, digest string, err error) {
 	case s.server != nil:
 		u, err := url.Parse(s.server.URL())
 		if err != nil {
-			return "", "", err
+			return "", "", steps.Fault("the fake MCP server's URL %q does not parse: %v", s.server.URL(), err)
 		}
 		return u.Scheme + "://" + u.Host, s.server.Digest(), nil
 	}

@@ -24,33 +24,28 @@ type record struct {
 	frame  *sse.Frame
 }
 
-func decodeObject(b []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
+// newRecord reads a negotiation.decided payload the host sent on where; a
+// payload that is not a JSON object is the host's failure.
+func newRecord(where string, payload json.RawMessage) (*record, error) {
+	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.UseNumber()
 	var m map[string]any
 	if err := dec.Decode(&m); err != nil || m == nil {
-		return nil, fmt.Errorf("not a JSON object (%v): %s", err, b)
-	}
-	return m, nil
-}
-
-func newRecord(where string, payload json.RawMessage) (*record, error) {
-	m, err := decodeObject(payload)
-	if err != nil {
-		return nil, fmt.Errorf("the negotiation.decided payload on %s is %v", where, err)
+		return nil, steps.Fail("the negotiation.decided payload on %s is not a JSON object (%v): %s", where, err, payload)
 	}
 	return &record{where: where, payload: m, payloadRaw: payload}, nil
 }
 
+// newHostRecord reads the record a host-event frame carries.
 func newHostRecord(f frameRec) (*record, error) {
 	if f.env == nil {
-		return nil, fmt.Errorf("the host-event frame's data is not a JSON object: %q", f.frame.Data)
+		return nil, steps.Fail("the host-event frame's data is not a JSON object: %q", f.frame.Data)
 	}
 	var parts struct {
 		Payload json.RawMessage `json:"payload"`
 	}
-	if err := json.Unmarshal([]byte(f.frame.Data), &parts); err != nil || len(parts.Payload) == 0 {
-		return nil, fmt.Errorf("the host event has no payload: %s", f.frame.Data)
+	if err := json.Unmarshal([]byte(f.frame.Data), &parts); err != nil || len(parts.Payload) == 0 || string(parts.Payload) == "null" {
+		return nil, steps.Fail("the host event has no payload: %s", f.frame.Data)
 	}
 	r, err := newRecord("the host-event stream", parts.Payload)
 	if err != nil {
@@ -202,8 +197,11 @@ func registerRecord(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(answered != "", "scenario error: the fake peer answered no version"); err != nil {
-			return err
+		if answered == "" {
+			// The host's one request reached the fake peer (peerAnswered
+			// fails otherwise), and the scenario configured the fake to
+			// accept: a fake that answered no version is parley's bug.
+			return steps.Fault("the scenario's fake peer refused the host's request, yet the scenario expects an accepted negotiation")
 		}
 		return expect(w, r,
 			check{what: "an accepted negotiation", field: "outcome", want: "accepted"},
@@ -229,7 +227,10 @@ func registerRecord(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		u, _ := url.Parse(origin)
+		u, perr := url.Parse(origin)
+		if perr != nil {
+			return steps.Fault("the fake peer's origin %q does not parse: %v", origin, perr)
+		}
 		if err := w.Assert(!strings.Contains(string(r.payloadRaw), u.Host), "the record discloses the peer's address %s: %s", u.Host, r); err != nil {
 			return err
 		}
