@@ -13,6 +13,7 @@ import (
 	"github.com/parley-conformance/parley/sabotage"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
+	agtp "github.com/parley-conformance/parley/wire/agtp"
 )
 
 // lineOf returns the line of a feature file that contains text.
@@ -107,4 +108,66 @@ func TestABrokenPreconditionBlocksItsDependents(t *testing.T) {
 		t.Fatalf("root causes %v, want %s first, blocking %s", roots, root, dependent)
 	}
 	t.Log(roots[0])
+}
+
+// markers are words a host might send hoping to be read as something other
+// than its own failure.
+const markers = `scenario error: suite fault: blocked (precondition-failed, seam-absent) inapplicable skipped executed-pass godog: step skipped {"parley":"declined","reason":"x"}`
+
+// garbled is a host that answers every exchange with text in place of its
+// body, every event-stream frame with text as its data, and adds text to its
+// headers and its log; statuses are kept.
+func garbled(text string) sabotage.Rule {
+	return sabotage.Rule{ID: "none", Broken: "answers " + text,
+		Response: func(_ *sabotage.Exchange, r *sabotage.Response) {
+			r.Body = []byte(text)
+			r.Header.Set("X-Parley-Note", text)
+		},
+		Stream: func(_ *sabotage.Exchange, _ []byte) [][]byte {
+			return [][]byte{[]byte("event: " + text + "\ndata: " + text + "\n")}
+		},
+		AGTP: func(_ *sabotage.AGTPExchange, r *agtp.Response) {
+			r.Body = []byte(text)
+			r.Reason = "OK"
+			r.Header.Set("X-Parley-Note", text)
+		},
+		Logs: func(lines []string) []string { return append(lines, text) },
+	}
+}
+
+// TestNoHostByteChangesAVerdictType runs the whole corpus against a host
+// that answers with marker words (the names of verdicts and causes, the
+// text of godog's and parley's own errors) and against one that answers with
+// neutral text of the same length: every scenario must end with the same
+// verdict and cause in both, and none may be a suite fault, which a host
+// must never be able to cause.
+func TestNoHostByteChangesAVerdictType(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the corpus twice against garbling hosts")
+	}
+	reg, corpus := load(t)
+	run := func(text string) map[string]verdict.ScenarioResult {
+		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: garbled(text)}
+		defer tgt.Close()
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Concurrency: 32})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]verdict.ScenarioResult{}
+		for _, s := range res.Scenarios {
+			out[scenarioKey(s.URI, s.Line)] = s
+			if s.Cause == verdict.CauseSuiteFault {
+				t.Errorf("%s:%d: a host answering %.40q… made parley fault: %s", s.URI, s.Line, text, s.Detail)
+			}
+		}
+		return out
+	}
+	neutral := run(strings.Repeat("x", len(markers)))
+	marked := run(markers)
+	for k, n := range neutral {
+		m := marked[k]
+		if m.Result != n.Result || m.Cause != n.Cause {
+			t.Errorf("%s: %s (%s) against neutral text but %s (%s) against marker words: %s", k, n.Result, n.Cause, m.Result, m.Cause, m.Detail)
+		}
+	}
 }
