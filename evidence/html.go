@@ -7,8 +7,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 //go:embed report.html.tmpl
@@ -22,7 +22,7 @@ type htmlFamily struct {
 }
 
 type htmlRow struct {
-	runner.Row
+	verdict.Row
 	Entry scenarios.Entry
 	Known bool
 }
@@ -30,6 +30,7 @@ type htmlRow struct {
 type htmlData struct {
 	St       Statement
 	Verified string
+	Roots    []verdict.Root
 	Families []htmlFamily
 	Percent  int
 }
@@ -64,7 +65,7 @@ func RenderHTML(w io.Writer, st Statement, reg *scenarios.Registry, verified str
 		}
 		f.Rows = append(f.Rows, row)
 	}
-	d := htmlData{St: st, Verified: verified}
+	d := htmlData{St: st, Verified: verified, Roots: verdict.RootCauses(st.Predicate.Requirements)}
 	for _, f := range fams {
 		// Failures first: that is what the reader came for.
 		sort.SliceStable(f.Rows, func(i, j int) bool {
