@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 )
 
 // Config is a host configuration document:
@@ -98,6 +100,36 @@ func (c Config) Section(family string) json.RawMessage {
 	}
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// Differences says, for a reader, how c falls short of want: which sections
+// differ (by digest, since sections may hold credentials) and whether seams
+// are missing.
+func (c Config) Differences(want Config) string {
+	var out []string
+	if want.Seams() && !c.Seams() {
+		out = append(out, "the scenario needs seams")
+	}
+	fams := want.Families()
+	sort.Strings(fams)
+	for _, f := range fams {
+		have, need := c.Section(f), want.Section(f)
+		switch {
+		case have == nil:
+			out = append(out, "section "+f+" is not declared")
+		case !bytes.Equal(have, need):
+			out = append(out, fmt.Sprintf("section %s differs (declared %s, needed %s)", f, shortDigest(have), shortDigest(need)))
+		}
+	}
+	if len(out) == 0 {
+		return "no difference"
+	}
+	return strings.Join(out, "; ")
+}
+
+func shortDigest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])[:12]
 }
 
 // Satisfies reports whether a host running c can serve a scenario that asks

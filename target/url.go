@@ -21,7 +21,7 @@ func (t *URL) Kind() string { return "url" }
 
 func (t *URL) Acquire(_ context.Context, cfg Config) (*Host, error) {
 	if !t.Declared.Satisfies(cfg) {
-		return nil, fmt.Errorf("%w: the host declares configuration %s, this scenario needs %s", ErrUnsatisfiable, t.Declared.JSON(), cfg.JSON())
+		return nil, fmt.Errorf("%w: the running host declares another configuration than this scenario needs (%s); a url host cannot be reconfigured, so certify these requirements with the exec or refhost target", ErrUnsatisfiable, t.Declared.Differences(cfg))
 	}
 	return &Host{HTTP: strings.TrimSuffix(t.HTTP, "/"), AGTP: t.AGTP, Config: t.Declared}, nil
 }

@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/peers/sink"
 	"github.com/parley-conformance/parley/refhost"
 	"github.com/parley-conformance/parley/verdict"
 )
@@ -230,14 +232,17 @@ func TestARunThatWitnessesNothingNeverSucceeds(t *testing.T) {
 // mode: scenarios needing another configuration are blocked, and those that
 // run against the lie fail.
 func TestURLTargetBlocksWhatTheHostDoesNotDeclareAndFailsWhatItBreaks(t *testing.T) {
-	h, err := refhost.Start(refhost.Options{Config: []byte(`{"contractrefine":{"mode":"advisory"}}`)})
+	// The host delivers to the destination this process runs for the
+	// scenarios, so that the tool scenarios' configuration can match.
+	tools := `"tools":{"deliver_url":"` + sink.Shared().URL() + `"}`
+	h, err := refhost.Start(refhost.Options{Config: []byte(`{"contractrefine":{"mode":"advisory",` + tools + `}}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	dir := t.TempDir()
 	declared := filepath.Join(dir, "declared.json")
-	if err := os.WriteFile(declared, []byte(`{"contractrefine":{"mode":"enforce"}}`), 0o644); err != nil {
+	if err := os.WriteFile(declared, []byte(`{"contractrefine":{"mode":"enforce",`+tools+`}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out")
@@ -259,4 +264,48 @@ func readStatement(t *testing.T, out string) evidence.Statement {
 		t.Fatal(err)
 	}
 	return *st
+}
+
+// TestNothingSecretLeavesTheRun: the TLS private key the suite hands an AGTP
+// host and the role keys of an AGL host are in their configurations, which
+// the bundle lists; neither reaches the bundle, the report or the JUnit file.
+func TestNothingSecretLeavesTheRun(t *testing.T) {
+	out := t.TempDir()
+	tags := "@req:agtp.rcns.gate.server-policy-disabled,@req:agl.authority.issued-only-by-service"
+	if code := execute([]string{"run", "--quiet", "--tags", tags, "--out", out}); code != exitOK {
+		t.Fatalf("run exited %d", code)
+	}
+	st := readStatement(t, out)
+	var keyed, redacted int
+	for _, c := range st.Predicate.Target.Configurations {
+		doc := string(c.Document)
+		if strings.Contains(doc, "key_pem") || strings.Contains(doc, "operator_key") {
+			keyed++
+		}
+		if strings.Contains(doc, "[redacted]") {
+			redacted++
+		}
+	}
+	if keyed == 0 || redacted != keyed {
+		t.Fatalf("%d configurations carry keys, %d show them redacted", keyed, redacted)
+	}
+	payload, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"bundle payload": payload}
+	for _, f := range []string{"report.html", "junit.xml", "cucumber.json"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = b
+	}
+	// A PEM key body, or an AGL role key (steps/agl makes them "op_<hex>").
+	secret := regexp.MustCompile(`PRIVATE KEY-----(\\n|\n)[A-Za-z0-9+/]|"(op|authz|resolver)_[0-9a-f]{8,}`)
+	for name, b := range files {
+		if m := secret.Find(b); m != nil {
+			t.Errorf("%s shows a secret (%q)", name, m)
+		}
+	}
 }
