@@ -41,7 +41,11 @@ func statement(t *testing.T) evidence.Statement {
 		var res *runner.Result
 		res, setup = runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:contractrefine-tool-binding"})
 		if setup == nil {
-			stmt = evidence.Build(reg, corpus, res, tgt, false, evidence.SigningInfo{})
+			host := evidence.Host{Kind: tgt.Kind(), Subject: evidence.Subject{Name: "parley-refhost", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)}}, Configurations: map[string][]byte{}}
+			for _, c := range tgt.Configurations() {
+				host.Configurations[c.Digest()] = c.JSON()
+			}
+			stmt = evidence.Build(reg, corpus, evidence.Run{Seed: res.Seed, Tags: res.Tags, Profiles: res.Profiles, Started: res.Started, Finished: res.Finished, Rows: res.Rows}, host, evidence.SigningInfo{})
 		}
 	})
 	if setup != nil {

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/parley-conformance/parley/redact"
-	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
-	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 )
 
@@ -111,29 +109,53 @@ func Commit() string {
 	return "unknown"
 }
 
+// Run is what a finished run hands the evidence: plain data, so that this
+// package needs neither the runner nor the targets (a verifier links only
+// the verdict model, the registry and the schemas).
+type Run struct {
+	Seed     int64
+	Tags     string
+	Profiles []string
+	Started  time.Time
+	Finished time.Time
+	Rows     []verdict.Row
+	// AllowBlocked records that the run accepted blocked requirements.
+	AllowBlocked bool
+}
+
+// Host is what the target says of the host it drove.
+type Host struct {
+	Kind    string
+	Subject Subject
+	// Note qualifies the subject (for example, that no build was named).
+	Note string
+	// Configurations are the configuration documents the host was started
+	// with, keyed by their digest, as the host received them.
+	Configurations map[string][]byte
+}
+
 // Build assembles the statement for a finished run.
-func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result, t target.Target, allowBlocked bool, signing SigningInfo) Statement {
-	subj := t.Subject()
+func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, run Run, host Host, signing SigningInfo) Statement {
 	p := Predicate{
 		Suite:          SuiteInfo{Name: SuiteName, Version: SuiteVersion, Commit: Commit()},
 		RegistryDigest: reg.Digest(),
 		CorpusDigest:   corpus.Digest(),
-		Target:         TargetInfo{Kind: t.Kind(), Note: subj.Note, Configurations: []ConfigInfo{}},
-		Seed:           res.Seed,
-		TagFilter:      res.Tags,
-		Profiles:       append([]string{}, res.Profiles...),
-		AllowBlocked:   allowBlocked,
-		StartedAt:      res.Started,
-		FinishedAt:     res.Finished,
+		Target:         TargetInfo{Kind: host.Kind, Note: host.Note, Configurations: []ConfigInfo{}},
+		Seed:           run.Seed,
+		TagFilter:      run.Tags,
+		Profiles:       append([]string{}, run.Profiles...),
+		AllowBlocked:   run.AllowBlocked,
+		StartedAt:      run.Started,
+		FinishedAt:     run.Finished,
 		Signing:        signing,
-		Requirements:   res.Rows,
+		Requirements:   run.Rows,
 		Unwitnessable:  []Unwitnessable{},
-		Totals:         Count(res.Rows),
+		Totals:         Count(run.Rows),
 	}
-	for _, c := range t.Configurations() {
+	for digest, doc := range host.Configurations {
 		// The digest is of the document as the host received it; the
 		// document shown is redacted of keys and credentials.
-		p.Target.Configurations = append(p.Target.Configurations, ConfigInfo{Digest: c.Digest(), Document: json.RawMessage(redact.Text(string(c.JSON())))})
+		p.Target.Configurations = append(p.Target.Configurations, ConfigInfo{Digest: digest, Document: json.RawMessage(redact.Text(string(doc)))})
 	}
 	sort.Slice(p.Target.Configurations, func(i, j int) bool {
 		return p.Target.Configurations[i].Digest < p.Target.Configurations[j].Digest
@@ -143,13 +165,13 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, res *runner.Result
 			p.Unwitnessable = append(p.Unwitnessable, Unwitnessable{ID: e.ID, Rationale: e.Rationale})
 		}
 	}
-	p.ProfilesCertified = certified(reg, res.Rows)
+	p.ProfilesCertified = certified(reg, run.Rows)
 	if p.Requirements == nil {
 		p.Requirements = []verdict.Row{}
 	}
 	return Statement{
 		Type:          StatementType,
-		Subject:       []Subject{{Name: subj.Name, Digest: subj.Digest}},
+		Subject:       []Subject{host.Subject},
 		PredicateType: PredicateType,
 		Predicate:     p,
 	}

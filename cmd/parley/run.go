@@ -246,7 +246,7 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 	}
 
 	pub := priv.Public().(ed25519.PublicKey)
-	st := evidence.Build(reg, corpus, res, tgt, f.allowBlocked, evidence.SigningInfo{KeyID: evidence.KeyID(pub), Ephemeral: ephemeral})
+	st := evidence.Build(reg, corpus, evidenceRun(res, f.allowBlocked), evidenceHost(tgt), evidence.SigningInfo{KeyID: evidence.KeyID(pub), Ephemeral: ephemeral})
 	var written []string
 	write := func(name string, fn func(io.Writer) error) error {
 		path := filepath.Join(f.out, name)
@@ -363,4 +363,19 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// evidenceRun and evidenceHost hand the evidence package plain data, so
+// that it links neither the runner nor the targets.
+func evidenceRun(res *runner.Result, allowBlocked bool) evidence.Run {
+	return evidence.Run{Seed: res.Seed, Tags: res.Tags, Profiles: res.Profiles, Started: res.Started, Finished: res.Finished, Rows: res.Rows, AllowBlocked: allowBlocked}
+}
+
+func evidenceHost(t target.Target) evidence.Host {
+	s := t.Subject()
+	h := evidence.Host{Kind: t.Kind(), Subject: evidence.Subject{Name: s.Name, Digest: s.Digest}, Note: s.Note, Configurations: map[string][]byte{}}
+	for _, c := range t.Configurations() {
+		h.Configurations[c.Digest()] = c.JSON()
+	}
+	return h
 }
