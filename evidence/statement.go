@@ -5,7 +5,6 @@ package evidence
 
 import (
 	"encoding/json"
-	"runtime/debug"
 	"sort"
 	"time"
 
@@ -20,7 +19,6 @@ const (
 	PredicateType = "https://parley.dev/evidence/v2"
 	PayloadType   = "application/vnd.in-toto+json"
 	SuiteName     = "parley"
-	SuiteVersion  = "0.1.0"
 )
 
 // Statement is an in-toto Statement v1.
@@ -30,6 +28,10 @@ type Statement struct {
 	PredicateType string    `json:"predicateType"`
 	Predicate     Predicate `json:"predicate"`
 }
+
+// Undeclared names the subject of a run whose host build nobody named: it
+// carries no digest, and certifies no build.
+const Undeclared = "undeclared"
 
 // Subject is the host build the bundle certifies.
 type Subject struct {
@@ -97,18 +99,6 @@ type Totals = verdict.Totals
 // Count tallies rows.
 func Count(rows []verdict.Row) Totals { return verdict.Count(rows) }
 
-// Commit returns the VCS revision the running binary was built from.
-func Commit() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, kv := range bi.Settings {
-			if kv.Key == "vcs.revision" {
-				return kv.Value
-			}
-		}
-	}
-	return "unknown"
-}
-
 // Run is what a finished run hands the evidence: plain data, so that this
 // package needs neither the runner nor the targets (a verifier links only
 // the verdict model, the registry and the schemas).
@@ -121,6 +111,8 @@ type Run struct {
 	Rows     []verdict.Row
 	// AllowBlocked records that the run accepted blocked requirements.
 	AllowBlocked bool
+	// SuiteVersion and SuiteCommit name the parley build that ran.
+	SuiteVersion, SuiteCommit string
 }
 
 // Host is what the target says of the host it drove.
@@ -137,7 +129,7 @@ type Host struct {
 // Build assembles the statement for a finished run.
 func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, run Run, host Host, signing SigningInfo) Statement {
 	p := Predicate{
-		Suite:          SuiteInfo{Name: SuiteName, Version: SuiteVersion, Commit: Commit()},
+		Suite:          SuiteInfo{Name: SuiteName, Version: orUnknown(run.SuiteVersion), Commit: orUnknown(run.SuiteCommit)},
 		RegistryDigest: reg.Digest(),
 		CorpusDigest:   corpus.Digest(),
 		Target:         TargetInfo{Kind: host.Kind, Note: host.Note, Configurations: []ConfigInfo{}},
@@ -204,4 +196,11 @@ func certified(reg *scenarios.Registry, rows []verdict.Row) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }

@@ -116,8 +116,11 @@ func check(st Statement, reg *scenarios.Registry, corpus *scenarios.Corpus) []st
 	if st.PredicateType != PredicateType {
 		bad("predicateType is %q, want %q", st.PredicateType, PredicateType)
 	}
-	if len(st.Subject) == 0 || len(st.Subject[0].Digest) == 0 {
-		bad("the statement names no subject digest")
+	switch {
+	case len(st.Subject) != 1:
+		bad("the statement names %d subjects, want one (the host build)", len(st.Subject))
+	case len(st.Subject[0].Digest) == 0 && st.Subject[0].Name != Undeclared:
+		bad("subject %q has no digest; a subject without one must be named %q", st.Subject[0].Name, Undeclared)
 	}
 	if p.CorpusDigest != corpus.Digest() {
 		bad("feature corpus digest %s is not this suite's (%s): the bundle came from another corpus", p.CorpusDigest, corpus.Digest())

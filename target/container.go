@@ -123,21 +123,17 @@ func (t *Container) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 
 func (t *Container) Configurations() []Config { return t.p.configurations() }
 
-// Subject is the image, by the content digest of its configuration (the
-// image id), which names exactly the build that ran.
+// Subject is the image, by the content digest the engine reports for it
+// (the image id, the digest of its configuration), which names exactly the
+// build that ran; never a hash of its name.
 func (t *Container) Subject() Subject {
 	t.mu.Lock()
 	id := t.imageID
 	t.mu.Unlock()
-	s := Subject{Name: t.Image, Digest: map[string]string{}}
-	if alg, hex, ok := strings.Cut(id, ":"); ok && alg == "sha256" {
-		s.Digest["sha256"] = hex
-	} else {
-		sum := digestOfString(t.Image)
-		s.Digest["sha256"] = sum
-		s.Note = "no container started, so the image id is unknown; this is the digest of the image reference"
+	if d, err := ParseDigest(id); err == nil {
+		return Subject{Name: t.Image, Digest: d}
 	}
-	return s
+	return undeclared("no container of " + t.Image + " started, so the engine reported no image digest")
 }
 
 func (t *Container) Close() error { return t.p.close() }

@@ -12,7 +12,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,6 +28,14 @@ type ReadyLine struct {
 	HTTP   string `json:"http,omitempty"`
 	AGTP   string `json:"agtp,omitempty"`
 	Reason string `json:"reason,omitempty"`
+	// Subject is the build the host says it is, named by its digest.
+	Subject *ReadySubject `json:"subject,omitempty"`
+}
+
+// ReadySubject is the subject a ready line declares.
+type ReadySubject struct {
+	Name   string            `json:"name"`
+	Digest map[string]string `json:"digest"`
 }
 
 // Exec starts an implementer's command once per configuration: the suite
@@ -34,9 +44,11 @@ type ReadyLine struct {
 type Exec struct {
 	Command      string
 	StartTimeout time.Duration
-	SubjectName  string
 	p            pool
 	dir          string
+
+	mu       sync.Mutex
+	subjects map[string]Subject // by name:digest, as ready lines declared them
 }
 
 // NewExec returns an exec target for a shell command line.
@@ -131,6 +143,19 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, erro
 		if msg := checkEndpoints(r); msg != "" {
 			_ = stop()
 			return failed(msg)
+		}
+		if r.Subject != nil {
+			s, err := readySubject(r.Subject)
+			if err != nil {
+				_ = stop()
+				return failed("its ready line's subject " + err.Error())
+			}
+			t.mu.Lock()
+			if t.subjects == nil {
+				t.subjects = map[string]Subject{}
+			}
+			t.subjects[s.Name+"\x00"+s.Digest["sha256"]] = s
+			t.mu.Unlock()
 		}
 		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, Config: cfg, logs: logs.snapshot}, stop, nil
 	case err := <-exited:
@@ -230,31 +255,39 @@ func (t *Exec) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 
 func (t *Exec) Configurations() []Config { return t.p.configurations() }
 
-// Subject is the command's executable, hashed when it can be found.
+// readySubject checks the subject a ready line declares.
+func readySubject(r *ReadySubject) (Subject, error) {
+	d, ok := r.Digest["sha256"]
+	if strings.TrimSpace(r.Name) == "" || !ok {
+		return Subject{}, errors.New(`must be {"name": ..., "digest": {"sha256": "<64 hex>"}}`)
+	}
+	digest, err := ParseDigest("sha256:" + d)
+	if err != nil {
+		return Subject{}, fmt.Errorf("digest: %v", err)
+	}
+	return Subject{Name: r.Name, Digest: digest}, nil
+}
+
+// Subject is the build the host's ready lines declared. Without one it is
+// undeclared: the command line names no build (its first word may well be
+// an interpreter or a shell).
 func (t *Exec) Subject() Subject {
-	fields := strings.Fields(t.Command)
-	// Skip leading VAR=value assignments to find the executable.
-	for len(fields) > 0 && strings.Contains(fields[0], "=") {
-		fields = fields[1:]
-	}
-	name := t.SubjectName
-	if name == "" && len(fields) > 0 {
-		name = filepath.Base(fields[0])
-	}
-	s := Subject{Name: name, Digest: map[string]string{}}
-	if len(fields) > 0 {
-		if p, err := exec.LookPath(fields[0]); err == nil {
-			if d, err := fileSHA256(p); err == nil {
-				s.Digest["sha256"] = d
-				return s
-			}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch len(t.subjects) {
+	case 0:
+		return undeclared("no ready line declared a subject; name the build with --subject NAME=sha256:HEX or the ready line's \"subject\"")
+	case 1:
+		for _, s := range t.subjects {
+			return s
 		}
 	}
-	// An in-toto subject needs a digest: fall back to the command line's,
-	// and say that it identifies no build.
-	s.Digest["sha256"] = digestOfString(t.Command)
-	s.Note = "digest of the command line, not of a build: its executable could not be hashed; name the build with --subject"
-	return s
+	var names []string
+	for _, s := range t.subjects {
+		names = append(names, s.Name+" sha256:"+s.Digest["sha256"])
+	}
+	sort.Strings(names)
+	return undeclared("the host's ready lines declared different subjects (" + strings.Join(names, ", ") + "), so no one build was certified")
 }
 
 func (t *Exec) Close() error {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"sync"
 
 	"github.com/parley-conformance/parley/refhost"
 )
@@ -46,12 +47,17 @@ func (t *Refhost) Configurations() []Config { return t.p.configurations() }
 // Subject is the executable that carries the reference host, with the VCS
 // revision it was built from when the build recorded one.
 func (t *Refhost) Subject() Subject {
-	s := Subject{Name: "parley-refhost", Digest: map[string]string{}}
-	if exe, err := os.Executable(); err == nil {
-		if d, err := fileSHA256(exe); err == nil {
-			s.Digest["sha256"] = d
+	exeOnce.Do(func() {
+		if exe, err := os.Executable(); err == nil {
+			exeDigest, exeErr = fileSHA256(exe)
+		} else {
+			exeErr = err
 		}
+	})
+	if exeErr != nil {
+		return undeclared("the reference host's executable could not be hashed: " + exeErr.Error())
 	}
+	s := Subject{Name: "parley-refhost", Digest: map[string]string{"sha256": exeDigest}}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, kv := range bi.Settings {
 			if kv.Key == "vcs.revision" {
@@ -61,6 +67,13 @@ func (t *Refhost) Subject() Subject {
 	}
 	return s
 }
+
+// The executable is hashed once per process: it does not change under it.
+var (
+	exeOnce   sync.Once
+	exeDigest string
+	exeErr    error
+)
 
 func (t *Refhost) Close() error { return t.p.close() }
 

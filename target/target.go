@@ -69,11 +69,33 @@ func (h *Host) Logs() ([]string, bool) {
 	return h.logs(), true
 }
 
-// Subject names the host build an evidence bundle certifies.
+// Subject names the host build an evidence bundle certifies. A subject with
+// no digest is undeclared: the suite never fills one with the hash of an
+// interpreter, a shell or an address, since those name no build.
 type Subject struct {
 	Name   string
 	Digest map[string]string
 	Note   string
+}
+
+// Undeclared is the subject of a run whose host build nobody named.
+const Undeclared = "undeclared"
+
+// Declared reports whether the subject names a build by its digest.
+func (s Subject) Declared() bool { return len(s.Digest) > 0 }
+
+// undeclared is the subject a target reports when it knows of no build.
+func undeclared(note string) Subject {
+	return Subject{Name: Undeclared, Digest: map[string]string{}, Note: note}
+}
+
+// ParseDigest reads "sha256:<64 hex>" into a digest map.
+func ParseDigest(s string) (map[string]string, error) {
+	alg, hex, ok := strings.Cut(s, ":")
+	if !ok || alg != "sha256" || len(hex) != 64 || strings.Trim(strings.ToLower(hex), "0123456789abcdef") != "" {
+		return nil, errors.New("want sha256:<64 hex digits>")
+	}
+	return map[string]string{"sha256": strings.ToLower(hex)}, nil
 }
 
 // Target hands out hosts.

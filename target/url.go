@@ -2,8 +2,6 @@ package target
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"strings"
 )
@@ -28,22 +26,9 @@ func (t *URL) Acquire(_ context.Context, cfg Config) (*Host, error) {
 
 func (t *URL) Configurations() []Config { return []Config{t.Declared} }
 
-// digestOfString is the hex SHA-256 of s, for subjects that are named
-// rather than built.
-func digestOfString(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return hex.EncodeToString(sum[:])
-}
-
-// Subject names the host by its address; the implementer should name the
-// build explicitly with --subject, since an address proves nothing.
+// Subject is undeclared: an address names no build. Name it with --subject.
 func (t *URL) Subject() Subject {
-	id := t.HTTP + " " + t.AGTP
-	return Subject{
-		Name:   strings.TrimSpace(id),
-		Digest: map[string]string{"sha256": digestOfString(id)},
-		Note:   "digest of the host address, not of a build; name the build with --subject",
-	}
+	return undeclared("a running host at an address names no build; name it with --subject NAME=sha256:HEX")
 }
 
 func (t *URL) Close() error { return nil }

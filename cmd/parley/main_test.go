@@ -309,3 +309,52 @@ func TestNothingSecretLeavesTheRun(t *testing.T) {
 		}
 	}
 }
+
+// TestTheSubjectIsTheHostBuild: an exec host that names its build in the
+// ready line is the bundle's subject, and verify --subject refuses the
+// bundle for another build; a host that names none is "undeclared", never
+// the hash of the interpreter that ran it.
+func TestTheSubjectIsTheHostBuild(t *testing.T) {
+	dir := t.TempDir()
+	digest := strings.Repeat("5a", 32)
+	script := filepath.Join(dir, "host.sh")
+	// The adapter runs the reference host and rewrites its ready line to
+	// name another build, as an implementer's adapter would name theirs.
+	body := "exec env " + self(t) + ` refhost "$1" | sed -u 's/"subject":{[^}]*}}/"subject":{"name":"acme-host","digest":{"sha256":"` + digest + `"}}/'` + "\n"
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", "sh " + script, "--tags", slice, "--out", out}); code != exitOK {
+		t.Fatalf("run exited %d", code)
+	}
+	st := readStatement(t, out)
+	if s := st.Subject[0]; s.Name != "acme-host" || s.Digest["sha256"] != digest {
+		t.Fatalf("subject %+v, want acme-host sha256:%s", s, digest)
+	}
+	bundle, pub := filepath.Join(out, "bundle.dsse.json"), filepath.Join(out, "ephemeral.pub")
+	if code := execute([]string{"verify", bundle, "--key", pub, "--subject", "acme-host=sha256:" + digest}); code != exitOK {
+		t.Fatalf("verify --subject of the right build exited %d", code)
+	}
+	if code := execute([]string{"verify", bundle, "--key", pub, "--subject", "acme-host=sha256:" + strings.Repeat("00", 32)}); code != exitFailed {
+		t.Fatalf("verify --subject of another build exited %d, want %d", code, exitFailed)
+	}
+
+	// python3, sh or go would be the first word of many commands: none is
+	// the subject.
+	undeclaredOut := filepath.Join(dir, "undeclared")
+	plain := filepath.Join(dir, "plain.sh")
+	if err := os.WriteFile(plain, []byte("exec env "+self(t)+` refhost "$1" | sed -u 's/,"subject":{[^}]*}}//'`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", "sh " + plain, "--tags", slice, "--out", undeclaredOut}); code != exitOK {
+		t.Fatalf("run exited %d", code)
+	}
+	st = readStatement(t, undeclaredOut)
+	if s := st.Subject[0]; s.Name != "undeclared" || len(s.Digest) != 0 {
+		t.Fatalf("a host that names no build got subject %+v", s)
+	}
+	if code := execute([]string{"verify", filepath.Join(undeclaredOut, "bundle.dsse.json"), "--key", filepath.Join(undeclaredOut, "ephemeral.pub"), "--subject", "acme-host=sha256:" + digest}); code != exitFailed {
+		t.Fatalf("verify --subject of an undeclared bundle exited %d, want %d", code, exitFailed)
+	}
+}

@@ -22,8 +22,10 @@ func newRefhostCmd() *cobra.Command {
 		Short: "Run the bundled reference host with a configuration document",
 		Long: `Refhost serves the reference host configured by CONFIG.json (see
 schemas/host-config.json) until interrupted. When it serves it prints one
-line on stdout, {"parley":"ready","http":"http://…","agtp":"127.0.0.1:…"}
-("agtp" only when the configuration has an agtp section): the exec target's
+line on stdout, {"parley":"ready","http":"http://…","agtp":"127.0.0.1:…",
+"subject":{"name":"parley-refhost","digest":{"sha256":"…"}}} ("agtp" only
+when the configuration has an agtp section; the subject is this binary):
+the exec target's
 adapter contract, so 'parley run --target exec --exec "parley refhost"'
 certifies the reference host as an external host would be.`,
 		Args: cobra.ExactArgs(1),
@@ -49,7 +51,13 @@ certifies the reference host as an external host would be.`,
 			if err != nil {
 				return usage("%v", err)
 			}
-			ready, _ := json.Marshal(target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr})
+			line := target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr}
+			// The reference host is built into this binary: its digest
+			// names the build that serves.
+			if s := target.NewRefhost().Subject(); s.Declared() {
+				line.Subject = &target.ReadySubject{Name: s.Name, Digest: map[string]string{"sha256": s.Digest["sha256"]}}
+			}
+			ready, _ := json.Marshal(line)
 			fmt.Fprintln(cmd.OutOrStdout(), string(ready))
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/parley-conformance/parley/suitebuild"
+
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -89,7 +91,7 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 	fl.BoolVar(&f.allowBlocked, "allow-blocked", false, "accept blocked requirements (a partial certification): exit 0 when nothing failed; the bundle records it")
 	fl.BoolVar(&f.strict, "strict", false, "")
 	_ = fl.MarkDeprecated("strict", "blocked requirements now fail the run by default; --allow-blocked accepts them")
-	fl.StringVar(&f.subject, "subject", "", "name the host build certified, as NAME=sha256:HEX (default: derived from the target)")
+	fl.StringVar(&f.subject, "subject", "", "the host build certified, as NAME=sha256:HEX (default: what the exec ready line or the container engine says; otherwise undeclared)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no per-scenario progress lines")
 	return c
 }
@@ -159,11 +161,11 @@ func (t subjectTarget) Subject() target.Subject { return t.s }
 
 func parseSubject(s string) (target.Subject, error) {
 	name, dig, ok := strings.Cut(s, "=")
-	alg, hex, ok2 := strings.Cut(dig, ":")
-	if !ok || !ok2 || name == "" || alg != "sha256" || len(hex) != 64 {
-		return target.Subject{}, usage("--subject %q: want NAME=sha256:<64 hex digits>", s)
+	d, err := target.ParseDigest(dig)
+	if !ok || strings.TrimSpace(name) == "" || err != nil || name == target.Undeclared {
+		return target.Subject{}, usage("--subject %q: want NAME=sha256:<64 hex digits> naming the host build", s)
 	}
-	return target.Subject{Name: name, Digest: map[string]string{"sha256": strings.ToLower(hex)}}, nil
+	return target.Subject{Name: name, Digest: d}, nil
 }
 
 func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
@@ -306,6 +308,11 @@ func summarize(w io.Writer, st evidence.Statement, reg *scenarios.Registry, res 
 	t := st.Predicate.Totals
 	fmt.Fprintf(w, "\nparley: %d requirements: %d executed-pass, %d executed-fail, %d blocked, %d skipped, %d inapplicable (seed %d)\n",
 		t.Requirements, t.ExecutedPass, t.ExecutedFail, t.Blocked, t.Skipped, t.Inapplicable, res.Seed)
+	if s := st.Subject[0]; len(s.Digest) == 0 {
+		fmt.Fprintf(w, "  subject: undeclared (%s)\n", st.Predicate.Target.Note)
+	} else {
+		fmt.Fprintf(w, "  subject: %s %s\n", s.Name, digestList(s.Digest))
+	}
 	if roots := verdict.RootCauses(st.Predicate.Requirements); len(roots) > 0 {
 		fmt.Fprintln(w, "  root causes (fix these first; the requirements they block follow):")
 		for _, r := range roots {
@@ -368,7 +375,9 @@ func contains(list []string, s string) bool {
 // evidenceRun and evidenceHost hand the evidence package plain data, so
 // that it links neither the runner nor the targets.
 func evidenceRun(res *runner.Result, allowBlocked bool) evidence.Run {
-	return evidence.Run{Seed: res.Seed, Tags: res.Tags, Profiles: res.Profiles, Started: res.Started, Finished: res.Finished, Rows: res.Rows, AllowBlocked: allowBlocked}
+	b := suitebuild.Read()
+	return evidence.Run{Seed: res.Seed, Tags: res.Tags, Profiles: res.Profiles, Started: res.Started, Finished: res.Finished, Rows: res.Rows,
+		AllowBlocked: allowBlocked, SuiteVersion: b.Version, SuiteCommit: b.Commit}
 }
 
 func evidenceHost(t target.Target) evidence.Host {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parley-conformance/parley/evidence"
 	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/target"
 )
 
 func loadSuite() (*scenarios.Registry, *scenarios.Corpus, error) {
@@ -27,6 +28,20 @@ func loadSuite() (*scenarios.Registry, *scenarios.Corpus, error) {
 }
 
 func verifyBundle(bundlePath, keyPath string) (*evidence.Statement, error) {
+	return verifyBundleOf(bundlePath, keyPath, "")
+}
+
+// verifyBundleOf verifies a bundle and, when subject is given
+// (NAME=sha256:HEX), that it is about that build.
+func verifyBundleOf(bundlePath, keyPath, subject string) (*evidence.Statement, error) {
+	var want target.Subject
+	if subject != "" {
+		s, err := parseSubject(subject)
+		if err != nil {
+			return nil, err
+		}
+		want = s
+	}
 	if keyPath == "" {
 		return nil, usage("--key is required: the public key the bundle must be signed with (an ephemeral run writes ephemeral.pub beside the bundle)")
 	}
@@ -50,29 +65,36 @@ func verifyBundle(bundlePath, keyPath string) (*evidence.Statement, error) {
 	if err != nil {
 		return nil, withCode(exitFailed, fmt.Errorf("%s does not verify: %w", bundlePath, err))
 	}
+	if subject != "" {
+		got := st.Subject[0]
+		if got.Name != want.Name || got.Digest["sha256"] != want.Digest["sha256"] {
+			return nil, withCode(exitFailed, fmt.Errorf("%s is signed and intact, but it is about %s %s, not the build you named (%s)", bundlePath, got.Name, orUndeclared(digestList(got.Digest)), subject))
+		}
+	}
 	return st, nil
 }
 
 func newVerifyCmd() *cobra.Command {
-	var key string
+	var key, subject string
 	c := &cobra.Command{
-		Use:   "verify BUNDLE --key PUBLIC_KEY",
+		Use:   "verify BUNDLE --key PUBLIC_KEY [--subject NAME=sha256:HEX]",
 		Short: "Verify an evidence bundle offline: signature, totals, ids, corpus",
 		Long: `Verify checks that BUNDLE is signed by PUBLIC_KEY, that no byte changed
 since, that its totals add up, that it claims no vacuous pass, that every
 requirement id is this suite's and appears once, and that it was produced
-from this suite's feature corpus and registry. Exit 0 when all hold, 1 when
-one does not (the message says which), 2 on a usage error.`,
+from this suite's feature corpus and registry. With --subject it also checks
+that the bundle is about that host build. Exit 0 when all hold, 1 when one
+does not (the message says which), 2 on a usage error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := verifyBundle(args[0], key)
+			st, err := verifyBundleOf(args[0], key, subject)
 			if err != nil {
 				return err
 			}
 			p := st.Predicate
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "%s: verified\n", filepath.Base(args[0]))
-			fmt.Fprintf(out, "  subject   %s %s\n", st.Subject[0].Name, digestList(st.Subject[0].Digest))
+			fmt.Fprintf(out, "  subject   %s %s\n", st.Subject[0].Name, orUndeclared(digestList(st.Subject[0].Digest)))
 			fmt.Fprintf(out, "  signed by %s%s\n", p.Signing.KeyID, map[bool]string{true: " (ephemeral key)", false: ""}[p.Signing.Ephemeral])
 			fmt.Fprintf(out, "  totals    %d requirements: %d executed-pass, %d executed-fail, %d blocked, %d skipped, %d inapplicable\n",
 				p.Totals.Requirements, p.Totals.ExecutedPass, p.Totals.ExecutedFail, p.Totals.Blocked, p.Totals.Skipped, p.Totals.Inapplicable)
@@ -81,7 +103,15 @@ one does not (the message says which), 2 on a usage error.`,
 		},
 	}
 	c.Flags().StringVar(&key, "key", "", "PEM public key the bundle must be signed with")
+	c.Flags().StringVar(&subject, "subject", "", "the host build the bundle must be about, as NAME=sha256:HEX")
 	return c
+}
+
+func orUndeclared(s string) string {
+	if s == "" {
+		return "(no digest: the subject is undeclared)"
+	}
+	return s
 }
 
 func digestList(d map[string]string) string {
