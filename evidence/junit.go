@@ -5,18 +5,24 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/parley-conformance/parley/verdict"
 )
 
+// The shapes follow Jenkins' xunit junit-10.xsd, the strictest common
+// consumer: <testsuites> carries only name, time, tests, failures and
+// errors; <testsuite> name, tests, failures, errors and optionally skipped,
+// time, timestamp; <testcase> name, classname, time.
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Name     string       `xml:"name,attr"`
+	Time     string       `xml:"time,attr"`
 	Tests    int          `xml:"tests,attr"`
 	Failures int          `xml:"failures,attr"`
 	Errors   int          `xml:"errors,attr"`
-	Skipped  int          `xml:"skipped,attr"`
 	Suites   []junitSuite `xml:"testsuite"`
 }
 
@@ -26,6 +32,7 @@ type junitSuite struct {
 	Failures  int         `xml:"failures,attr"`
 	Errors    int         `xml:"errors,attr"`
 	Skipped   int         `xml:"skipped,attr"`
+	Time      string      `xml:"time,attr"`
 	Timestamp string      `xml:"timestamp,attr"`
 	Cases     []junitCase `xml:"testcase"`
 }
@@ -35,8 +42,14 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Failure   *junitMessage `xml:"failure,omitempty"`
 	Error     *junitMessage `xml:"error,omitempty"`
-	Skipped   *junitMessage `xml:"skipped,omitempty"`
+	Skipped   *junitSkipped `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
+}
+
+// junitSkipped carries only a message: junit-10 gives <skipped> no type.
+type junitSkipped struct {
+	Message string `xml:"message,attr"`
+	Body    string `xml:",chardata"`
 }
 
 type junitMessage struct {
@@ -51,12 +64,12 @@ type junitMessage struct {
 func WriteJUnit(w io.Writer, st Statement) error {
 	p := st.Predicate
 	byFamily := map[string]*junitSuite{}
-	all := junitSuites{Name: "parley " + st.Subject[0].Name}
+	all := junitSuites{Name: "parley " + st.Subject[0].Name, Time: seconds(p.FinishedAt.Sub(p.StartedAt))}
 	for _, r := range p.Requirements {
 		fam, _, _ := strings.Cut(r.ID, ".")
 		s := byFamily[fam]
 		if s == nil {
-			s = &junitSuite{Name: fam, Timestamp: p.StartedAt.Format("2006-01-02T15:04:05")}
+			s = &junitSuite{Name: fam, Time: "0", Timestamp: p.StartedAt.UTC().Format("2006-01-02T15:04:05")}
 			byFamily[fam] = s
 		}
 		c := junitCase{Name: r.ID, Classname: fam}
@@ -83,7 +96,7 @@ func WriteJUnit(w io.Writer, st Statement) error {
 			c.Error = msg
 			s.Errors++
 		case r.Result != verdict.ExecutedPass:
-			c.Skipped = msg
+			c.Skipped = &junitSkipped{Message: msg.Message, Body: msg.Body}
 			s.Skipped++
 		}
 		s.Tests++
@@ -99,7 +112,6 @@ func WriteJUnit(w io.Writer, st Statement) error {
 		all.Tests += s.Tests
 		all.Failures += s.Failures
 		all.Errors += s.Errors
-		all.Skipped += s.Skipped
 		all.Suites = append(all.Suites, *s)
 	}
 	if _, err := io.WriteString(w, xml.Header); err != nil {
@@ -120,4 +132,13 @@ func firstLine(s string) string {
 		s = s[:200] + "…"
 	}
 	return s
+}
+
+// seconds renders a duration as the schema's time: digits, an optional
+// fraction, never negative.
+func seconds(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 3, 64)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -356,5 +357,70 @@ func TestTheSubjectIsTheHostBuild(t *testing.T) {
 	}
 	if code := execute([]string{"verify", filepath.Join(undeclaredOut, "bundle.dsse.json"), "--key", filepath.Join(undeclaredOut, "ephemeral.pub"), "--subject", "acme-host=sha256:" + digest}); code != exitFailed {
 		t.Fatalf("verify --subject of an undeclared bundle exited %d, want %d", code, exitFailed)
+	}
+}
+
+// TestReportsAgreeWithTheVerdictsAndNothingStaleRemains: cucumber.json says
+// what the bundle says (a blocked scenario is not "skipped" there), and a
+// later run narrowed with --format leaves no earlier bundle in --out.
+func TestReportsAgreeWithTheVerdictsAndNothingStaleRemains(t *testing.T) {
+	out := t.TempDir()
+	if code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", declining(t, false), "--tags", slice, "--out", out}); code != exitFailed {
+		t.Fatalf("exit %d, want %d", code, exitFailed)
+	}
+	st := readStatement(t, out)
+	blocked := map[string]bool{}
+	for _, r := range st.Predicate.Requirements {
+		for _, s := range r.Scenarios {
+			if s.Result == verdict.Blocked {
+				blocked[fmt.Sprintf("%s:%d", s.URI, s.Line)] = true
+			}
+		}
+	}
+	var features []struct {
+		URI      string `json:"uri"`
+		Elements []struct {
+			Line  int64 `json:"line"`
+			Steps []struct {
+				Result struct {
+					Status string `json:"status"`
+					Error  string `json:"error_message"`
+				} `json:"result"`
+			} `json:"steps"`
+		} `json:"elements"`
+	}
+	b, _ := os.ReadFile(filepath.Join(out, "cucumber.json"))
+	if err := json.Unmarshal(b, &features); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, f := range features {
+		for _, e := range f.Elements {
+			if !blocked[fmt.Sprintf("%s:%d", f.URI, e.Line)] {
+				continue
+			}
+			seen++
+			failed := false
+			for _, s := range e.Steps {
+				if s.Result.Status == "failed" && strings.Contains(s.Result.Error, "blocked (configuration-declined)") {
+					failed = true
+				}
+			}
+			if !failed {
+				t.Errorf("%s:%d is blocked in the bundle but cucumber.json does not say so", f.URI, e.Line)
+			}
+		}
+	}
+	if seen == 0 || seen != len(blocked) {
+		t.Fatalf("cucumber.json has %d of the %d blocked scenarios", seen, len(blocked))
+	}
+
+	if code := execute([]string{"run", "--quiet", "--tags", slice, "--out", out, "--format", "junit"}); code != exitOK {
+		t.Fatalf("narrowed run exited %d", code)
+	}
+	for _, f := range []string{"bundle.dsse.json", "ephemeral.pub", "cucumber.json", "report.html"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			t.Errorf("%s of the earlier run is still in --out", f)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +48,9 @@ type runFlags struct {
 }
 
 var allFormats = []string{"bundle", "junit", "cucumber", "html"}
+
+// outputs are the files a run writes into --out, and clears first.
+var outputs = []string{"bundle.dsse.json", "ephemeral.pub", "junit.xml", "cucumber.json", "report.html"}
 
 func newRunCmd() *cobra.Command {
 	f := &runFlags{}
@@ -222,6 +226,13 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return usage("--out: %v", err)
 	}
+	// Nothing of an earlier run may pass for this one's: a run that aborts,
+	// or writes fewer formats, leaves no stale bundle or report behind.
+	for _, name := range outputs {
+		if err := os.Remove(filepath.Join(f.out, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return usage("--out: cannot clear %s: %v", name, err)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
@@ -284,6 +295,16 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 		}
 	}
 	if contains(f.formats, "cucumber") {
+		raw, err := os.ReadFile(opt.CucumberJSON)
+		if err == nil {
+			raw, err = evidence.RewriteCucumber(raw, st)
+		}
+		if err == nil {
+			err = os.WriteFile(opt.CucumberJSON, raw, 0o644)
+		}
+		if err != nil {
+			return withCode(exitIncomplete, fmt.Errorf("cucumber.json: %w", err))
+		}
 		written = append(written, opt.CucumberJSON)
 	}
 	if contains(f.formats, "html") {
