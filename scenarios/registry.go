@@ -236,6 +236,9 @@ func (r *Registry) LookupPrecondition(id string) (Precondition, bool) {
 
 // Lookup returns the entry with the given id.
 func (r *Registry) Lookup(id string) (Entry, bool) {
+	if r == nil {
+		return Entry{}, false
+	}
 	i, ok := r.byID[id]
 	if !ok {
 		return Entry{}, false
