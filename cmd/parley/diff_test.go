@@ -3,15 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/parley-conformance/parley/certify"
 	"github.com/parley-conformance/parley/evidence"
-	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/sabotage"
 	"github.com/parley-conformance/parley/target"
 )
@@ -30,22 +29,17 @@ func sabotagedBundle(t *testing.T, rule, keyPath, out string, tamper func(*evide
 	if r.ID == "" {
 		t.Fatalf("no sabotage rule %s", rule)
 	}
-	reg, corpus, err := loadSuite()
+	priv, err := evidence.ReadPrivateKey(keyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: r}
 	defer tgt.Close()
-	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: slice})
+	o, err := certify.Execute(context.Background(), certify.Config{Target: tgt, Tags: slice, Key: priv})
 	if err != nil {
 		t.Fatal(err)
 	}
-	priv, err := evidence.ReadPrivateKey(keyPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub := priv.Public().(ed25519.PublicKey)
-	st := evidence.Build(reg, corpus, evidenceRun(res, false), evidenceHost(tgt), evidence.SigningInfo{KeyID: evidence.KeyID(pub)})
+	st := o.Statement
 	if tamper != nil {
 		tamper(&st)
 	}
