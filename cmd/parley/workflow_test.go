@@ -1,0 +1,99 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+type workflow struct {
+	Name string            `yaml:"name"`
+	Env  map[string]string `yaml:"env"`
+	Jobs map[string]struct {
+		RunsOn string `yaml:"runs-on"`
+		Steps  []struct {
+			Name string            `yaml:"name"`
+			Uses string            `yaml:"uses"`
+			Run  string            `yaml:"run"`
+			If   string            `yaml:"if"`
+			With map[string]string `yaml:"with"`
+		} `yaml:"steps"`
+	} `yaml:"jobs"`
+}
+
+// TestTheCopyableWorkflowWorks parses docs/certify/github-actions.yml and
+// runs the command lines of its exec job, in order, against the reference
+// host: parley as `go run` would build it, the implementer's host as a
+// script that starts the reference host. The commands must succeed as
+// written, and leave a bundle the verify step accepts.
+func TestTheCopyableWorkflowWorks(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/certify/github-actions.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wf workflow
+	if err := yaml.Unmarshal(raw, &wf); err != nil {
+		t.Fatalf("the workflow is not YAML: %v", err)
+	}
+	if !strings.HasPrefix(wf.Env["PARLEY"], "github.com/parley-conformance/parley/cmd/parley@v") {
+		t.Fatalf("the workflow does not pin a parley release: %q", wf.Env["PARLEY"])
+	}
+	for _, name := range []string{"certify", "certify-image"} {
+		job, ok := wf.Jobs[name]
+		if !ok || job.RunsOn == "" || len(job.Steps) == 0 {
+			t.Fatalf("the workflow has no usable job %q", name)
+		}
+		uploads := false
+		for _, s := range job.Steps {
+			if strings.HasPrefix(s.Uses, "actions/upload-artifact@") && s.If == "always()" && s.With["path"] == "parley-out/" {
+				uploads = true
+			}
+		}
+		if !uploads {
+			t.Errorf("job %s does not upload parley-out/ whatever the outcome", name)
+		}
+	}
+
+	dir := t.TempDir()
+	host := filepath.Join(dir, "bin", "my-host")
+	parley := "env PARLEY_AS_MAIN=1 " + strings.TrimPrefix(self(t), "PARLEY_AS_MAIN=1 ")
+	ran := 0
+	for _, s := range wf.Jobs["certify"].Steps {
+		if s.Run == "" {
+			continue
+		}
+		line := strings.TrimSpace(s.Run)
+		if strings.HasPrefix(line, "go build -o ./bin/my-host") {
+			// The implementer's build: here, a host that is the reference host.
+			if err := os.MkdirAll(filepath.Dir(host), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(host, []byte("#!/bin/sh\nexec "+parley+" refhost \"$1\"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ran++
+			continue
+		}
+		if !strings.HasPrefix(line, `go run "$PARLEY" `) {
+			t.Fatalf("step %q runs %q, which this test does not know how to run", s.Name, line)
+		}
+		cmd := exec.Command("/bin/sh", "-c", parley+" "+strings.TrimPrefix(line, `go run "$PARLEY" `))
+		cmd.Dir = dir
+		// A slice of the corpus keeps the test short; the workflow runs all.
+		cmd.Env = append(os.Environ(), "PARLEY_TAGS="+slice, "PARLEY_QUIET=true")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("step %q (%s) failed: %v\n%s", s.Name, line, err, out)
+		}
+		ran++
+	}
+	if ran != 3 {
+		t.Fatalf("ran %d steps of the certify job, want 3 (build, certify, verify)", ran)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "parley-out", "report.html")); err != nil {
+		t.Fatalf("the workflow's run left no report: %v", err)
+	}
+}
