@@ -4,15 +4,18 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/moby/moby/api/types/container"
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/wait"
 )
@@ -29,9 +32,20 @@ const (
 
 // Container starts an image once per configuration with testcontainers-go.
 // The image must already be present on the Docker engine: nothing is pulled.
+//
+// With HostNetwork (the default on Linux) a container shares the machine's
+// network: the host reaches the fakes the suite runs on loopback, and the
+// suite reaches the host on loopback (so plaintext AGTP is a loopback peer's,
+// as with exec). Ports cannot be published then, so the target asks the host
+// to listen on 127.0.0.1 with ports of its choosing (PARLEY_LISTEN and
+// PARLEY_AGTP_LISTEN) and reads the addresses from its ready line. Without
+// it the container has a network namespace of its own, its fixed ports are
+// published, and the scenarios that need a callback or a loopback peer are
+// blocked.
 type Container struct {
 	Image        string
 	StartTimeout time.Duration
+	HostNetwork  bool
 	p            pool
 
 	mu      sync.Mutex
@@ -48,7 +62,7 @@ func NewContainer(image string) (*Container, error) {
 	if os.Getenv("TESTCONTAINERS_RYUK_DISABLED") == "" {
 		os.Setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
 	}
-	t := &Container{Image: image, StartTimeout: 60 * time.Second}
+	t := &Container{Image: image, StartTimeout: 60 * time.Second, HostNetwork: runtime.GOOS == "linux"}
 	t.p.start = t.start
 	return t, nil
 }
@@ -64,6 +78,19 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error,
 			FileMode:          0o644,
 		}},
 		WaitingFor: wait.ForLog(`"parley":"ready"`).WithStartupTimeout(t.StartTimeout),
+	}
+	// Paths a scenario puts in a configuration (a store two hosts share)
+	// are under the suite's temporary directory: the container sees it at
+	// the same path.
+	tmp := os.TempDir()
+	req.HostConfigModifier = func(hc *container.HostConfig) { hc.Binds = append(hc.Binds, tmp+":"+tmp) }
+	if t.HostNetwork {
+		req.ExposedPorts = nil
+		req.Env = map[string]string{"PARLEY_LISTEN": "127.0.0.1:0", "PARLEY_AGTP_LISTEN": "127.0.0.1:0"}
+		req.HostConfigModifier = func(hc *container.HostConfig) {
+			hc.NetworkMode = "host"
+			hc.Binds = append(hc.Binds, tmp+":"+tmp)
+		}
 	}
 	c, err := testcontainers.GenericContainer(ctx, testcontainers.GenericContainerRequest{ContainerRequest: req, Started: true})
 	if err != nil {
@@ -84,16 +111,28 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error,
 		return nil, nil, &StartError{Config: cfg.Digest(), Reason: fmt.Sprintf("the container did not print its ready line: %v", err), Stderr: lines}
 	}
 	stop := func() error { return c.Terminate(context.Background()) }
-	// The engine runs on this machine and publishes ports on every
-	// interface; the suite talks to hosts on loopback only, whatever
-	// gateway address testcontainers would guess.
-	const host = "127.0.0.1"
-	h := &Host{Config: cfg, Isolated: true}
-	if p, err := c.MappedPort(ctx, ContainerHTTPPort); err == nil {
-		h.HTTP = "http://" + net.JoinHostPort(host, p.Port())
-	}
-	if p, err := c.MappedPort(ctx, ContainerAGTPPort); err == nil {
-		h.AGTP = net.JoinHostPort(host, p.Port())
+	h := &Host{Config: cfg, Isolated: !t.HostNetwork}
+	if t.HostNetwork {
+		r, err := readyLineOf(ctx, c)
+		if msg := checkEndpoints(r); err == nil && msg != "" {
+			err = errors.New(msg)
+		}
+		if err != nil {
+			_ = stop()
+			return nil, nil, &StartError{Config: cfg.Digest(), Reason: "its ready line is unusable: " + err.Error()}
+		}
+		h.HTTP, h.AGTP = strings.TrimSuffix(r.HTTP, "/"), r.AGTP
+	} else {
+		// The engine runs on this machine and publishes ports on every
+		// interface; the suite talks to hosts on loopback only, whatever
+		// gateway address testcontainers would guess.
+		const host = "127.0.0.1"
+		if p, err := c.MappedPort(ctx, ContainerHTTPPort); err == nil {
+			h.HTTP = "http://" + net.JoinHostPort(host, p.Port())
+		}
+		if p, err := c.MappedPort(ctx, ContainerAGTPPort); err == nil {
+			h.AGTP = net.JoinHostPort(host, p.Port())
+		}
 	}
 	logs := &lineLog{}
 	if rc, err := c.Logs(ctx); err == nil {
@@ -137,3 +176,26 @@ func (t *Container) Subject() Subject {
 }
 
 func (t *Container) Close() error { return t.p.close() }
+
+// readyLineOf finds the ready line in a started container's log.
+func readyLineOf(ctx context.Context, c testcontainers.Container) (ReadyLine, error) {
+	rc, err := c.Logs(ctx)
+	if err != nil {
+		return ReadyLine{}, err
+	}
+	defer rc.Close()
+	sc := bufio.NewScanner(io.LimitReader(rc, 4<<20))
+	sc.Buffer(make([]byte, 64<<10), 64<<10)
+	for sc.Scan() {
+		line := sc.Bytes()
+		// The engine's log stream may prefix each line; the ready line is
+		// the JSON object on it.
+		if i := bytes.IndexByte(line, '{'); i >= 0 {
+			var r ReadyLine
+			if json.Unmarshal(line[i:], &r) == nil && r.Parley == "ready" {
+				return r, nil
+			}
+		}
+	}
+	return ReadyLine{}, errors.New("no ready line in the container's log")
+}

@@ -13,8 +13,9 @@ import (
 )
 
 // dockerImage builds the reference host image (FROM scratch, so no registry
-// is needed) or skips when no Docker engine answers.
-func dockerImage(t *testing.T) string {
+// is needed) or skips when no Docker engine answers. It returns the image
+// and the binary inside it.
+func dockerImage(t *testing.T) (image, binary string) {
 	t.Helper()
 	if _, err := exec.LookPath("docker"); err != nil {
 		t.Skip("container target: no docker CLI on this machine; CI on a machine with a Docker engine runs this test")
@@ -40,11 +41,11 @@ func dockerImage(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), df, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	const image = "parley-refhost:test"
+	image = "parley-refhost:test"
 	if out, err := exec.Command("docker", "build", "-q", "-t", image, dir).CombinedOutput(); err != nil {
 		t.Fatalf("docker build: %v\n%s", err, out)
 	}
-	return image
+	return image, filepath.Join(dir, "parley")
 }
 
 func firstLines(s string) string {
@@ -56,7 +57,7 @@ func firstLines(s string) string {
 }
 
 func TestContainerTargetStartsAnImagePerConfiguration(t *testing.T) {
-	image := dockerImage(t)
+	image, _ := dockerImage(t)
 	c, err := NewContainer(image)
 	if err != nil {
 		t.Fatal(err)

@@ -27,9 +27,14 @@ line on stdout, {"parley":"ready","http":"http://…","agtp":"127.0.0.1:…",
 when the configuration has an agtp section; the subject is this binary):
 the exec target's
 adapter contract, so 'parley run --target exec --exec "parley refhost"'
-certifies the reference host as an external host would be.`,
+certifies the reference host as an external host would be. Every flag may
+come from the environment as PARLEY_<FLAG> (PARLEY_LISTEN, PARLEY_AGTP_LISTEN,
+PARLEY_DATA); a flag on the command line wins.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := envDefaults(cmd.Flags()); err != nil {
+				return err
+			}
 			b, err := os.ReadFile(args[0])
 			if err != nil {
 				return usage("%v", err)

@@ -1,0 +1,4 @@
+package target
+
+// DockerImage builds the reference host image for external tests.
+var DockerImage = dockerImage
