@@ -167,6 +167,11 @@ func (s *state) decide(ctx context.Context, role, decision string, edit func(b m
 	if err != nil {
 		return nil, err
 	}
+	if role == roleResolver && decision == "granted" {
+		// The approved action is now this request's: an older permit must
+		// not stand in for the one this decision should yield.
+		s.permitID, s.permitToken, s.decision = "", "", nil
+	}
 	body := map[string]any{"approver": "carol", "role": str(req, "role"), "decision": decision, "digest": str(req, "proposal.digest")}
 	if edit != nil {
 		edit(body)
@@ -234,10 +239,14 @@ type dispatchMods struct {
 	unknownOp, badArgs, noGrant bool
 }
 
-func (s *state) sendBody(mods dispatchMods) map[string]any {
-	mods.unknownOp = mods.unknownOp || s.pendingMods.unknownOp
-	mods.badArgs = mods.badArgs || s.pendingMods.badArgs
-	mods.noGrant = mods.noGrant || s.pendingMods.noGrant
+// approvedBody is the body of a dispatch of the approved action, with what
+// the scenario arranged to get wrong; it needs the permit the resolver's
+// granted decision should have yielded.
+func (s *state) approvedBody() (map[string]any, error) {
+	if err := s.permitNeeded(); err != nil {
+		return nil, err
+	}
+	mods := s.pendingMods
 	op := sendOp
 	var args any = map[string]any{"draft": s.propHandle}
 	if s.propHandle == "" && s.transfer != nil {
@@ -254,10 +263,8 @@ func (s *state) sendBody(mods dispatchMods) map[string]any {
 		grant = ""
 	}
 	b := s.action(op, args, grant)
-	if s.permitToken != "" {
-		b["permit_token"] = s.permitToken
-	}
-	return b
+	b["permit_token"] = s.permitToken
+	return b, nil
 }
 
 // dispatch sends a dispatch to the first or second host and records it.
@@ -525,38 +532,62 @@ func registerActions(c *steps.Catalog) {
 	// Dispatch.
 	c.When(`^the agent dispatches the approved (?:send|transfer)$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved transfer unchanged$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved send at the second host$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return s.dispatch(ctx, true, s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.dispatch(ctx, true, b)
 	})
 	c.When(`^the agent dispatches the approved send presenting (a grant token it made up|the grant's public id instead of its token|no grant at all)$`, func(ctx context.Context, which string) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["grant_token"] = map[string]string{"a grant token it made up": random("agt_"),
 			"the grant's public id instead of its token": s.me.grantID, "no grant at all": ""}[which]
 		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved send presenting the permit id as its token$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["permit_token"] = s.permitID
 		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved send with a permit token it made up$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["permit_token"] = random("apt_")
 		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved (?:send|transfer) from a branch of a race$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["context"] = map[string]any{"race": true}
 		return s.dispatch(ctx, false, b)
 	})
@@ -578,7 +609,10 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent dispatches the approved transfer with the (amount|recipient|currency) changed to "([^"]*)"$`, func(ctx context.Context, member, value string) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		args := map[string]any{}
 		for k, v := range s.transfer {
 			args[k] = v
@@ -593,18 +627,29 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent dispatches the approved send (\d+) times at once$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		return s.concurrently(ctx, n, false, api+"/dispatch", s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.concurrently(ctx, n, false, api+"/dispatch", b)
 	})
 	c.When(`^the agent dispatches the approved send at both hosts at once, (\d+) times each$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		return s.concurrently(ctx, 2*n, true, api+"/dispatch", s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.concurrently(ctx, 2*n, true, api+"/dispatch", b)
 	})
 	c.When(`^the agent starts dispatching the approved send$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		body := s.sendBody(dispatchMods{})
+		body, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		s.async = make(chan asyncResult, 1)
 		go func() {
 			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
@@ -634,7 +679,10 @@ func registerActions(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		body := s.sendBody(dispatchMods{})
+		body, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		edit := map[string]any{"owner": s.me.principal, "expected_revision": rev,
 			"payload": map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Edited in a race."}}
 		var wg sync.WaitGroup
@@ -717,16 +765,24 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.Setup(preDispatched, `^the permit was already used$`, func(ctx context.Context) error {
 		s := st(ctx)
-		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
+		b, err := s.approvedBody()
+		if err != nil {
 			return err
 		}
-		_, err := got(steps.From(ctx).Last(), nil).want(preDispatched, 200)
+		if err := s.dispatch(ctx, false, b); err != nil {
+			return err
+		}
+		_, err = got(steps.From(ctx).Last(), nil).want(preDispatched, 200)
 		return err
 	})
 	c.Setup(preUnknown, `^the permit was used for a send that ended Unknown$`, func(ctx context.Context) error {
 		s := st(ctx)
 		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultFailAfterEffect, Count: 1})
-		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		if err := s.dispatch(ctx, false, b); err != nil {
 			return err
 		}
 		r := steps.From(ctx).Last()
