@@ -11,7 +11,6 @@ import (
 
 	"github.com/parley-conformance/parley/refhost/agl/fakemail"
 	"github.com/parley-conformance/parley/steps"
-	"github.com/parley-conformance/parley/verdict"
 )
 
 // action is a proposal or dispatch body as a model adapter would send it.
@@ -365,13 +364,14 @@ func (s *state) seamFault(ctx context.Context, boundary, action string, extra ma
 	for k, v := range extra {
 		body[k] = v
 	}
-	r, err := s.call(ctx, false, http.MethodPost, seamPath+"/faults", roleNone, body, false)
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return steps.Fault("cannot encode the fault: %v", err)
+	}
+	// An absent seam blocks (World.Seam); a seam that answers is the host's.
+	r, err := w.Seam(ctx, http.MethodPost, seamPath+"/faults", raw, http.Header{"Content-Type": {"application/json"}})
 	if err != nil {
 		return err
-	}
-	switch r.Status {
-	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		return w.Block(verdict.CauseSeamAbsent, "the host has no fault seam at %s/faults (it answered %d)", seamPath, r.Status)
 	}
 	return w.Assert(r.Status == http.StatusCreated, "the host's fault seam refused %s/%s: %s", boundary, action, r)
 }

@@ -184,9 +184,6 @@ func registerChecks(c *steps.Catalog) {
 		}
 		return notRetryable(ctx)
 	})
-	c.Then(`^the action is refused with status (\d+)$`, func(ctx context.Context, status int) error {
-		return refusal(ctx, status, "", "")
-	})
 	c.Then(`^the action is refused at step (\d+) with code "([^"]*)"$`, func(ctx context.Context, step int, code string) error {
 		w := steps.From(ctx)
 		r, err := w.LastResponse()
