@@ -141,6 +141,98 @@ var aglSeen struct {
 	sync.Mutex
 	permitTokens []string
 	retried      map[string]bool
+	edited       map[string]bool // handles of edited draft revisions
+	revokedOps   map[string]bool // operations whose permit was revoked
+}
+
+// aglRemember and aglRemembered keep facts a rule learns from one exchange
+// for a later one. Handles and operation ids are random per scenario, so
+// concurrent scenarios never see each other's.
+func aglRemember(set *map[string]bool, key string) {
+	if key == "" {
+		return
+	}
+	aglSeen.Lock()
+	defer aglSeen.Unlock()
+	if *set == nil {
+		*set = map[string]bool{}
+	}
+	(*set)[key] = true
+}
+
+func aglRemembered(set *map[string]bool, key string) bool {
+	aglSeen.Lock()
+	defer aglSeen.Unlock()
+	return (*set)[key]
+}
+
+// aglDenial is a refusal in the binding's error shape, as the sabotaged
+// host would answer it.
+func aglDenial(status int, code, category string, step int, detail map[string]any) *Response {
+	e := map[string]any{"code": code, "category": category, "message": "refused: " + code, "retryable": false}
+	if step > 0 {
+		e["step"] = step
+	}
+	if detail != nil {
+		e["detail"] = detail
+	}
+	r := &Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}}
+	r.SetJSON(map[string]any{"error": e})
+	return r
+}
+
+// aglGetResource matches a read of a resource (a draft).
+func aglGetResource(x *Exchange) bool {
+	return x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/resources/")
+}
+
+// aglRewriteStates renames states in reads of operations (and their
+// dispatch answers) and of resources, as a host with another state machine
+// would report them.
+func aglRewriteStates(ops, resources map[string]string) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		var rename map[string]string
+		switch {
+		case aglDispatch(x) || aglGetOperation(x):
+			rename = ops
+		case aglGetResource(x):
+			rename = resources
+		}
+		if rename == nil || r.Status != http.StatusOK {
+			return
+		}
+		d := aglDoc(r.Body)
+		st, _ := d["state"].(string)
+		if to, ok := rename[st]; ok {
+			d["state"] = to
+			if to == "Completed" || to == "FailedNoEffect" || to == "Pending" {
+				if _, has := d["awaiting_reconciliation"]; has {
+					d["awaiting_reconciliation"] = false
+				}
+			}
+			r.SetJSON(d)
+		}
+	}
+}
+
+// aglStep is the step number of a refusal, or 0.
+func aglStep(r *Response) int {
+	n, _ := aglLookup(aglDoc(r.Body), "error", "step").(json.Number)
+	i, _ := n.Int64()
+	return int(i)
+}
+
+// aglRewriteDenial re-labels a dispatch refusal as the sabotaged host would
+// have given it.
+func aglRewriteDenial(r *Response, status int, code, category string, step int) {
+	d := aglDoc(r.Body)
+	e, _ := d["error"].(map[string]any)
+	if e == nil {
+		return
+	}
+	e["code"], e["category"], e["step"] = code, category, step
+	r.Status = status
+	r.SetJSON(d)
 }
 
 // aglChain applies response rules in turn.
@@ -467,9 +559,15 @@ var aglRules = []Rule{
 		},
 	},
 	{
-		ID:       "agl.parallel.revision-cas",
-		Broken:   "lets concurrent transitions of one revision all succeed",
-		Response: aglChain(aglAccept(aglPropose, 201, "stale_revision", "invalid_protocol_state"), aglDispatchAnyway("stale_revision")),
+		ID:     "agl.parallel.revision-cas",
+		Broken: "lets concurrent transitions of one revision all succeed: proposals, edits and dispatches alike, whichever came first",
+		// Both orders of the dispatch/edit race must end with both taking
+		// effect: a late edit is let through, and a late dispatch goes out.
+		Response: aglChain(aglAccept(aglPropose, 201, "stale_revision", "invalid_protocol_state"),
+			aglAccept(func(x *Exchange) bool {
+				return x.Method == http.MethodPut && strings.HasPrefix(x.Path, aglAPI+"/resources/")
+			}, 200, "stale_revision", "invalid_protocol_state"),
+			aglDispatchAnyway("stale_revision", "invalid_protocol_state")),
 	},
 	{
 		ID:     "agl.diag.denials-distinct-not-retryable",
@@ -534,6 +632,220 @@ var aglRules = []Rule{
 			}
 			r.SetJSON(d)
 		},
+	},
+
+	// Variants: each breaks what another scenario (or outline row) of the
+	// requirement checks, so that every scenario fails against some host.
+	{
+		ID:      "agl.contract.financial-keeps-external-write",
+		Variant: "stored-without-external-write",
+		Broken:  "accepts a financial contract that declares both effects but keeps only its application effect, dropping external_write",
+		Response: func(x *Exchange, r *Response) {
+			if x.Method != http.MethodGet || !strings.HasPrefix(x.Path, aglAPI+"/contracts/") || r.Status != http.StatusOK {
+				return
+			}
+			d := aglDoc(r.Body)
+			c, _ := d["contract"].(map[string]any)
+			effects, _ := c["possible_effects"].([]any)
+			var kept []any
+			financial := false
+			for _, e := range effects {
+				if e == "financial_write" {
+					financial = true
+				}
+				if e != "external_write" {
+					kept = append(kept, e)
+				}
+			}
+			if financial {
+				c["possible_effects"] = kept
+				r.SetJSON(d)
+			}
+		},
+	},
+	{
+		ID:      "agl.authority.issued-only-by-service",
+		Variant: "issuer-is-subject",
+		Broken:  "records the principal a grant is for as its issuer, not the authorization service that issued it",
+		Response: func(x *Exchange, r *Response) {
+			if x.Method != http.MethodGet || !strings.HasPrefix(x.Path, aglAPI+"/grants/") || r.Status != http.StatusOK {
+				return
+			}
+			d := aglDoc(r.Body)
+			if sub, _ := d["subject"].(string); sub != "" {
+				d["issuer"] = sub
+				r.SetJSON(d)
+			}
+		},
+	},
+	{
+		ID:      "agl.authority.delegation-only-narrows",
+		Variant: "inherits-parent-scope",
+		Broken:  "gives a delegation its parent's whole operations and resources, whatever narrower scope was asked for",
+		Intercept: func(x *Exchange) *Response {
+			if x.Method != http.MethodPost || !strings.HasSuffix(x.Path, "/delegations") {
+				return nil
+			}
+			keys, _ := x.Section("agl")["keys"].(map[string]any)
+			authority, _ := keys["authority_key"].(string)
+			req, err := http.NewRequest(http.MethodGet, x.Upstream+strings.TrimSuffix(x.Path, "/delegations"), nil)
+			if err != nil {
+				return nil
+			}
+			req.Header.Set("Authorization", "Bearer "+authority)
+			resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+			if err != nil {
+				return nil
+			}
+			defer resp.Body.Close()
+			var parent map[string]any
+			if json.NewDecoder(resp.Body).Decode(&parent) != nil || resp.StatusCode != http.StatusOK {
+				return nil
+			}
+			if b := aglDoc(x.Body); b != nil {
+				b["operations"], b["resources"] = parent["operations"], parent["resources"]
+				x.Body, _ = json.Marshal(b)
+			}
+			return nil
+		},
+	},
+	{
+		ID:       "agl.protocol.states",
+		Variant:  "no-proposed",
+		Broken:   "has no Proposed state: a draft stays Draft while its proposal awaits approval",
+		Response: aglRewriteStates(nil, map[string]string{"Proposed": "Draft"}),
+	},
+	{
+		ID:       "agl.protocol.states",
+		Variant:  "denied-reusable",
+		Broken:   "returns a draft whose approval was denied to Draft instead of Denied",
+		Response: aglRewriteStates(nil, map[string]string{"Denied": "Draft"}),
+	},
+	{
+		ID:       "agl.protocol.states",
+		Variant:  "rejected-reusable",
+		Broken:   "returns a draft whose send the destination rejected to Authorized instead of FailedNoEffect",
+		Response: aglRewriteStates(nil, map[string]string{"FailedNoEffect": "Authorized"}),
+	},
+	{
+		ID:      "agl.protocol.edit-invalidates-approval",
+		Variant: "edit-voids-draft",
+		Broken:  "voids every approval of an edited draft, the new revision's own included: an edited draft can never be sent",
+		Intercept: func(x *Exchange) *Response {
+			if !aglDispatch(x) {
+				return nil
+			}
+			h, _ := aglLookup(aglDoc(x.Body), "arguments", "draft").(string)
+			if h != "" && aglRemembered(&aglSeen.edited, h) {
+				return aglDenial(http.StatusConflict, "stale_revision", "stale_revision", 4, nil)
+			}
+			return nil
+		},
+		Response: func(x *Exchange, r *Response) {
+			if x.Method == http.MethodPut && strings.HasPrefix(x.Path, aglAPI+"/resources/") && r.Status == http.StatusOK {
+				aglRemember(&aglSeen.edited, aglStr(aglDoc(r.Body), "handle"))
+			}
+		},
+	},
+	{
+		ID:      "agl.approval.binds-exact-arguments",
+		Variant: "defaults-unmaterialized-at-dispatch",
+		Broken:  "compares a dispatch's arguments as written with the approved snapshot before materializing defaults: an unchanged transfer that leaves its defaulted currency implicit is refused as a mismatch",
+		Intercept: func(x *Exchange) *Response {
+			if !aglDispatch(x) {
+				return nil
+			}
+			b := aglDoc(x.Body)
+			args, _ := b["arguments"].(map[string]any)
+			if aglStr(b, "operation") != "ledger.transfer" || args == nil {
+				return nil
+			}
+			if _, has := args["currency"]; has {
+				return nil
+			}
+			return aglDenial(http.StatusForbidden, "proposal_mismatch", "proposal_mismatch", 5, map[string]any{"differs": []string{"arguments/currency"}})
+		},
+	},
+	{
+		ID:      "agl.approval.revocation-stops-dispatch",
+		Variant: "revocation-hides-outcome",
+		Broken:  "makes an operation unreadable once its permit is revoked: revocation erases the historical receipt",
+		Intercept: func(x *Exchange) *Response {
+			if aglGetOperation(x) && aglRemembered(&aglSeen.revokedOps, strings.TrimPrefix(x.Path, aglAPI+"/operations/")) {
+				return aglDenial(http.StatusNotFound, "not_found", "not_found", 0, nil)
+			}
+			return nil
+		},
+		Response: func(x *Exchange, r *Response) {
+			if x.Method == http.MethodPost && strings.HasPrefix(x.Path, aglAPI+"/permits/") && strings.HasSuffix(x.Path, "/revoke") && r.Status == http.StatusOK {
+				aglRemember(&aglSeen.revokedOps, aglStr(aglDoc(r.Body), "consumed_by_operation"))
+			}
+		},
+	},
+	{
+		ID:      "agl.dispatch.step-order",
+		Variant: "authority-first",
+		Broken:  "checks the grant before the contract and the arguments: a dispatch without a grant is refused at step 3 whatever else is wrong",
+		Response: func(x *Exchange, r *Response) {
+			if !aglDispatch(x) || r.Status < 400 || aglStr(aglDoc(x.Body), "grant_token") != "" {
+				return
+			}
+			if st := aglStep(r); st == 1 || st == 2 {
+				aglRewriteDenial(r, http.StatusForbidden, "authority_missing", "authorization_denied", 3)
+			}
+		},
+	},
+	{
+		ID:      "agl.dispatch.step-order",
+		Variant: "approval-at-claim",
+		Broken:  "validates the approval only inside the claim transaction: a revoked permit is refused at step 7, after admission",
+		Response: func(x *Exchange, r *Response) {
+			if aglDispatch(x) && r.Status >= 400 && aglStep(r) == 5 && aglCode(r) == "permit_revoked" {
+				aglRewriteDenial(r, r.Status, "permit_revoked", "approval_expired_or_revoked", 7)
+			}
+		},
+	},
+	{
+		ID:      "agl.dispatch.step-order",
+		Variant: "handler-before-claim",
+		Broken:  "calls the handler before it persists the claim: when the claim then fails, the message has already gone out",
+		Response: func(x *Exchange, r *Response) {
+			if aglDispatch(x) && r.Status >= 400 && aglCode(r) == "persistence_failure" {
+				aglEffect(x)
+			}
+		},
+	},
+	{
+		ID:       "agl.dispatch.step-order",
+		Variant:  "claim-after-call",
+		Broken:   "persists the claim only once the external call returns: while the call runs the operation is still Pending and the draft Authorized",
+		Response: aglRewriteStates(map[string]string{"Claimed": "Pending"}, map[string]string{"Dispatching": "Authorized"}),
+	},
+	{
+		ID:       "agl.durability.operation-lifecycle",
+		Variant:  "terminal-reconciles",
+		Broken:   "lets a human reconcile an operation that already ended FailedNoEffect",
+		Response: aglAccept(func(x *Exchange) bool { return strings.HasSuffix(x.Path, "/reconcile") }, http.StatusOK, "not_awaiting_reconciliation"),
+	},
+	{
+		ID:       "agl.durability.operation-lifecycle",
+		Variant:  "reconciled-not-distinct",
+		Broken:   "records a reconciled operation as Completed or FailedNoEffect, as if it had ended so on its own, losing that it was Unknown",
+		Response: aglRewriteStates(map[string]string{"ReconciledCompleted": "Completed", "ReconciledNoEffect": "FailedNoEffect"}, nil),
+	},
+	{
+		ID:      "agl.durability.invalid-receipt-not-no-effect",
+		Variant: "5xx-no-effect",
+		Broken:  "classifies a destination's 5xx answer, which may follow the effect, as no effect",
+		Response: aglRewriteOperation(func(_ *Exchange, op map[string]any) bool {
+			out, _ := op["outcome"].(map[string]any)
+			n, _ := out["destination_status"].(json.Number)
+			if code, _ := n.Int64(); op["state"] != "Unknown" || code < 500 || code > 599 {
+				return false
+			}
+			op["state"], op["awaiting_reconciliation"], out["kind"] = "FailedNoEffect", false, "no_effect"
+			return true
+		}),
 	},
 }
 

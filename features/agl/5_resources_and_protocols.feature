@@ -65,7 +65,7 @@ Feature: Resource protocols and handles
     Then the operation is "ReconciledCompleted"
     And the draft is "Sent"
     When the agent dispatches the approved send
-    Then the action is refused with status 409
+    Then the action is refused with status 409, code "permit_consumed" and category "permit_claimed"
     And the destination received exactly one message
 
   @req:agl.protocol.edit-invalidates-approval @profile:agl-core

@@ -3,7 +3,6 @@ package agl
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/parley-conformance/parley/refhost/agl/fakemail"
 	"github.com/parley-conformance/parley/steps"
-	"github.com/parley-conformance/parley/verdict"
 )
 
 // action is a proposal or dispatch body as a model adapter would send it.
@@ -37,13 +35,14 @@ func (s *state) createDraft(ctx context.Context, from, to string) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
-	m, err := got(s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody(s.me.principal, from, []string{to}, "See attached."))).want(201)
+	r, err := s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody(s.me.principal, from, []string{to}, "See attached."))
+	m, err := got(r, err).want(preDraft, 201)
 	if err != nil {
 		return err
 	}
 	s.draftID, s.latestHandle = str(m, "resource_id"), str(m, "handle")
 	if s.draftID == "" || s.latestHandle == "" {
-		return fmt.Errorf("the draft carries no resource_id or handle: %v", m)
+		return steps.Precondition(preDraft, &steps.Failure{Msg: "the draft carries no resource_id or handle: " + r.String(), Exchange: r})
 	}
 	return nil
 }
@@ -51,12 +50,10 @@ func (s *state) createDraft(ctx context.Context, from, to string) error {
 // editDraft makes a new revision; the approved proposal keeps naming the
 // old handle.
 func (s *state) editDraft(ctx context.Context) (*steps.Response, error) {
-	_, cur, err := s.read(ctx, api+"/resources/"+s.draftID, roleNone)
+	n, err := s.revision(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rev, _ := steps.Lookup(cur, "revision")
-	n, _ := rev.(json.Number).Int64()
 	r, err := s.do(ctx, http.MethodPut, api+"/resources/"+s.draftID, roleNone, map[string]any{
 		"owner": s.me.principal, "expected_revision": n,
 		"payload": map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Edited: see the corrected figures."}})
@@ -71,6 +68,20 @@ func (s *state) editDraft(ctx context.Context) (*steps.Response, error) {
 	return r, nil
 }
 
+// revision reads the draft's current revision.
+func (s *state) revision(ctx context.Context) (json.Number, error) {
+	r, cur, err := s.read(ctx, api+"/resources/"+s.draftID, roleNone)
+	if err != nil {
+		return "", err
+	}
+	rev, _ := steps.Lookup(cur, "revision")
+	n, ok := rev.(json.Number)
+	if _, err := n.Int64(); !ok || err != nil {
+		return "", &steps.Failure{Msg: "the draft carries no integer revision: " + r.String(), Exchange: r}
+	}
+	return n, nil
+}
+
 func (s *state) propose(ctx context.Context, op string, args any, grant string) (*steps.Response, error) {
 	if err := s.ensure(ctx); err != nil {
 		return nil, err
@@ -79,11 +90,16 @@ func (s *state) propose(ctx context.Context, op string, args any, grant string) 
 	if err != nil {
 		return nil, err
 	}
-	s.noteProposal(r, args)
+	s.noteProposal(r, op, args)
 	return r, nil
 }
 
-func (s *state) noteProposal(r *steps.Response, args any) {
+// noteProposal keeps an accepted proposal; lastProposal remembers every
+// attempt, so that a step that needs the proposal can say it was refused.
+func (s *state) noteProposal(r *steps.Response, op string, args any) {
+	s.mu.Lock()
+	s.lastProposal, s.lastProposalOp = r, op
+	s.mu.Unlock()
 	if r.Status != 201 {
 		return
 	}
@@ -105,17 +121,40 @@ func (s *state) noteProposal(r *steps.Response, args any) {
 	}
 }
 
-func (s *state) requestApproval(ctx context.Context, ttl int) error {
-	if s.prop == nil {
-		return steps.Fault("no proposal to request approval for")
+// proposalNeeded says why a step that needs the last proposal cannot go on:
+// the host refused it, or accepted it without naming it.
+func (s *state) proposalNeeded() error {
+	pre := preSendProposed
+	if s.lastProposalOp == transferOp {
+		pre = preTransferProposed
 	}
-	m, err := got(s.do(ctx, http.MethodPost, api+"/proposals/"+str(s.prop, "proposal_id")+"/approval-requests", roleNone,
-		map[string]any{"ttl_seconds": ttl})).want(201)
+	r := s.lastProposal
+	switch {
+	case r == nil:
+		return steps.Fault("no proposal was made")
+	case r.Status != 201:
+		return steps.Precondition(pre, &steps.Failure{Msg: "the proposal the scenario needs was refused: " + r.String(), Exchange: r})
+	case s.prop == nil || str(s.prop, "proposal_id") == "" || str(s.prop, "operation_id") == "":
+		return steps.Precondition(pre, &steps.Failure{Msg: "the accepted proposal names no proposal_id or operation_id: " + r.String(), Exchange: r})
+	}
+	return nil
+}
+
+func (s *state) requestApproval(ctx context.Context, ttl int) error {
+	if err := s.proposalNeeded(); err != nil {
+		return err
+	}
+	r, err := s.do(ctx, http.MethodPost, api+"/proposals/"+str(s.prop, "proposal_id")+"/approval-requests", roleNone,
+		map[string]any{"ttl_seconds": ttl})
+	m, err := got(r, err).want(preApprovalRequested, 201)
 	if err != nil {
 		return err
 	}
 	s.requestID = str(m, "request_id")
 	s.shown = m
+	if s.requestID == "" {
+		return steps.Precondition(preApprovalRequested, &steps.Failure{Msg: "the approval request names no request_id: " + r.String(), Exchange: r})
+	}
 	return nil
 }
 
@@ -127,6 +166,11 @@ func (s *state) decide(ctx context.Context, role, decision string, edit func(b m
 	if err != nil {
 		return nil, err
 	}
+	if role == roleResolver && decision == "granted" {
+		// The approved action is now this request's: an older permit must
+		// not stand in for the one this decision should yield.
+		s.permitID, s.permitToken, s.decision = "", "", nil
+	}
 	body := map[string]any{"approver": "carol", "role": str(req, "role"), "decision": decision, "digest": str(req, "proposal.digest")}
 	if edit != nil {
 		edit(body)
@@ -135,13 +179,28 @@ func (s *state) decide(ctx context.Context, role, decision string, edit func(b m
 	if err != nil {
 		return nil, err
 	}
+	s.decisionResp = r
 	if m, err := r.JSON(); err == nil && r.Status/100 == 2 {
 		s.decision = m
 		if id := str(m, "permit.permit_id"); id != "" {
 			s.permitID, s.permitToken = id, str(m, "permit.permit_token")
+			steps.From(ctx).Secret(s.permitToken)
 		}
 	}
 	return r, nil
+}
+
+// permitNeeded says why a step that needs the permit cannot go on: the
+// resolver's granted decision did not yield one.
+func (s *state) permitNeeded() error {
+	if s.permitID != "" && s.permitToken != "" {
+		return nil
+	}
+	r := s.decisionResp
+	if r == nil {
+		return steps.Fault("no decision was submitted")
+	}
+	return steps.Precondition(preApproved, &steps.Failure{Msg: "the resolver's granted decision yielded no permit (id and token): " + r.String(), Exchange: r})
 }
 
 func (s *state) approveSend(ctx context.Context, to string) error {
@@ -151,26 +210,23 @@ func (s *state) approveSend(ctx context.Context, to string) error {
 	if err := s.createDraft(ctx, s.me.mailbox, to); err != nil {
 		return err
 	}
-	if _, err := got(s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())).want(201); err != nil {
+	if _, err := got(s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())).want(preSendProposed, 201); err != nil {
 		return err
 	}
 	return s.approveProposal(ctx)
 }
 
 func (s *state) approveProposal(ctx context.Context) error {
-	if s.prop == nil {
-		return fmt.Errorf("the proposal was refused: %s", steps.From(ctx).Last())
+	if err := s.proposalNeeded(); err != nil {
+		return err
 	}
 	if err := s.requestApproval(ctx, 600); err != nil {
 		return err
 	}
-	if _, err := got(s.decide(ctx, roleResolver, "granted", nil)).want(201); err != nil {
+	if _, err := got(s.decide(ctx, roleResolver, "granted", nil)).want(preApproved, 201); err != nil {
 		return err
 	}
-	if s.permitToken == "" {
-		return fmt.Errorf("the resolver's granted decision carries no permit: %v", s.decision)
-	}
-	return nil
+	return s.permitNeeded()
 }
 
 func (s *state) transferArgs(amount any, recipient string) map[string]any {
@@ -182,10 +238,14 @@ type dispatchMods struct {
 	unknownOp, badArgs, noGrant bool
 }
 
-func (s *state) sendBody(mods dispatchMods) map[string]any {
-	mods.unknownOp = mods.unknownOp || s.pendingMods.unknownOp
-	mods.badArgs = mods.badArgs || s.pendingMods.badArgs
-	mods.noGrant = mods.noGrant || s.pendingMods.noGrant
+// approvedBody is the body of a dispatch of the approved action, with what
+// the scenario arranged to get wrong; it needs the permit the resolver's
+// granted decision should have yielded.
+func (s *state) approvedBody() (map[string]any, error) {
+	if err := s.permitNeeded(); err != nil {
+		return nil, err
+	}
+	mods := s.pendingMods
 	op := sendOp
 	var args any = map[string]any{"draft": s.propHandle}
 	if s.propHandle == "" && s.transfer != nil {
@@ -202,10 +262,8 @@ func (s *state) sendBody(mods dispatchMods) map[string]any {
 		grant = ""
 	}
 	b := s.action(op, args, grant)
-	if s.permitToken != "" {
-		b["permit_token"] = s.permitToken
-	}
-	return b
+	b["permit_token"] = s.permitToken
+	return b, nil
 }
 
 // dispatch sends a dispatch to the first or second host and records it.
@@ -224,7 +282,7 @@ func (s *state) dispatch(ctx context.Context, second bool, body map[string]any) 
 	}
 	if s.crashArmed && !second && noBindingAnswer(r) {
 		// A gateway in front of the dead host may answer for it.
-		s.crashed, s.lastErr = true, fmt.Errorf("no answer from the host: %s", r)
+		s.crashed, s.lastErr = true, steps.Fail("no answer from the host: %s", r)
 		return nil
 	}
 	s.noteOperation(r)
@@ -277,7 +335,17 @@ func (s *state) concurrently(ctx context.Context, n int, alternate bool, path st
 	}
 	close(gate)
 	wg.Wait()
-	return errors.Join(errs...)
+	return first(errs...)
+}
+
+// first returns the first error of several exchanges made at once.
+func first(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *state) seamFault(ctx context.Context, boundary, action string, extra map[string]any) error {
@@ -296,23 +364,32 @@ func (s *state) seamFault(ctx context.Context, boundary, action string, extra ma
 	for k, v := range extra {
 		body[k] = v
 	}
-	r, err := s.call(ctx, false, http.MethodPost, seamPath+"/faults", roleNone, body, false)
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return steps.Fault("cannot encode the fault: %v", err)
+	}
+	// An absent seam blocks (World.Seam); a seam that answers is the host's.
+	r, err := w.Seam(ctx, http.MethodPost, seamPath+"/faults", raw, http.Header{"Content-Type": {"application/json"}})
 	if err != nil {
 		return err
-	}
-	switch r.Status {
-	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
-		return w.Block(verdict.CauseSeamAbsent, "the host has no fault seam at %s/faults (it answered %d)", seamPath, r.Status)
 	}
 	return w.Assert(r.Status == http.StatusCreated, "the host's fault seam refused %s/%s: %s", boundary, action, r)
 }
 
-func (s *state) reconcile(ctx context.Context, second bool, role string, body map[string]any) error {
-	if s.opID == "" {
-		return steps.Fault("no operation to reconcile")
+// operationNeeded says why a step that needs the operation's id cannot go
+// on: no proposal or dispatch the host accepted named one.
+func (s *state) operationNeeded(ctx context.Context) error {
+	if s.opID != "" {
+		return nil
 	}
-	r, err := s.call(ctx, second, http.MethodPost, api+"/operations/"+s.opID+"/reconcile", role, body, true)
-	_ = r
+	return steps.Precondition(preOperationNamed, steps.Fail("no proposal or dispatch the host accepted named its operation_id; the last answer was %v", steps.From(ctx).Last()))
+}
+
+func (s *state) reconcile(ctx context.Context, second bool, role string, body map[string]any) error {
+	if err := s.operationNeeded(ctx); err != nil {
+		return err
+	}
+	_, err := s.call(ctx, second, http.MethodPost, api+"/operations/"+s.opID+"/reconcile", role, body, true)
 	return err
 }
 
@@ -320,27 +397,27 @@ var conditionPart = `(?:the operation is unknown to the host|the arguments are m
 
 func registerActions(c *steps.Catalog) {
 	// Drafts.
-	c.When(`^the principal drafts an email to "([^"]*)"(?: without cc or priority)?$`, func(ctx context.Context, to string) error {
+	c.Setup(preDraft, `^the principal drafts an email to "([^"]*)"(?: without cc or priority)?$`, func(ctx context.Context, to string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
 		return s.createDraft(ctx, s.me.mailbox, to)
 	})
-	c.When(`^the principal drafts an email from another mailbox to "([^"]*)"$`, func(ctx context.Context, to string) error {
+	c.Setup(preDraft, `^the principal drafts an email from another mailbox to "([^"]*)"$`, func(ctx context.Context, to string) error {
 		return st(ctx).createDraft(ctx, "someone-else@example.com", to)
 	})
 	c.When(`^the principal edits the draft$`, func(ctx context.Context) error {
 		_, err := st(ctx).editDraft(ctx)
 		return err
 	})
-	c.When(`^the draft was edited$`, func(ctx context.Context) error {
-		_, err := got(st(ctx).editDraft(ctx)).want(200)
+	c.Setup(preDraftEdited, `^the draft was edited$`, func(ctx context.Context) error {
+		_, err := got(st(ctx).editDraft(ctx)).want(preDraftEdited, 200)
 		return err
 	})
-	c.When(`^the send names the draft's edited revision$`, func(ctx context.Context) error {
+	c.Setup(preDraftEdited, `^the send names the draft's edited revision$`, func(ctx context.Context) error {
 		s := st(ctx)
-		if _, err := got(s.editDraft(ctx)).want(200); err != nil {
+		if _, err := got(s.editDraft(ctx)).want(preDraftEdited, 200); err != nil {
 			return err
 		}
 		s.propHandle = s.latestHandle
@@ -362,11 +439,14 @@ func registerActions(c *steps.Catalog) {
 		case "the draft's resource id instead of its handle":
 			handle = s.draftID
 		default:
-			m, err := got(s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody("mallory-"+s.exec, s.me.mailbox, []string{"bob@example.com"}, "Not yours."))).want(201)
+			r, err := s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody("mallory-"+s.exec, s.me.mailbox, []string{"bob@example.com"}, "Not yours."))
+			m, err := got(r, err).want(preDraft, 201)
 			if err != nil {
 				return err
 			}
-			handle = str(m, "handle")
+			if handle = str(m, "handle"); handle == "" {
+				return steps.Precondition(preDraft, &steps.Failure{Msg: "another principal's draft carries no handle: " + r.String(), Exchange: r})
+			}
 		}
 		_, err := s.propose(ctx, sendOp, map[string]any{"draft": handle}, s.grant())
 		return err
@@ -375,10 +455,12 @@ func registerActions(c *steps.Catalog) {
 		s := st(ctx)
 		return s.concurrently(ctx, n, false, api+"/proposals", s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
 	})
-	c.Then(`^approval of the proposal is requested(?: for (\d+) seconds?)?$`, func(ctx context.Context, ttl string) error {
+	c.Setup(preApprovalRequested, `^approval of the proposal is requested(?: for (\d+) seconds?)?$`, func(ctx context.Context, ttl string) error {
 		n := 600
 		if ttl != "" {
-			fmt.Sscan(ttl, &n)
+			if _, err := fmt.Sscan(ttl, &n); err != nil {
+				return steps.Fault("approval ttl %q: %v", ttl, err)
+			}
 		}
 		return st(ctx).requestApproval(ctx, n)
 	})
@@ -387,7 +469,7 @@ func registerActions(c *steps.Catalog) {
 		_, err := st(ctx).decide(ctx, roleResolver, d, nil)
 		return err
 	})
-	c.Then(`^(the agent, with no credentials,|the agent, presenting its grant token,|the operator|the resolver, for an approver without the role,|the resolver, quoting another digest,) submits a granted decision for the request$`, func(ctx context.Context, who string) error {
+	c.When(`^(the agent, with no credentials,|the agent, presenting its grant token,|the operator|the resolver, for an approver without the role,|the resolver, quoting another digest,) submits a granted decision for the request$`, func(ctx context.Context, who string) error {
 		s := st(ctx)
 		role, edit := roleResolver, func(map[string]any) {}
 		switch who {
@@ -405,15 +487,15 @@ func registerActions(c *steps.Catalog) {
 		_, err := s.decide(ctx, role, "granted", edit)
 		return err
 	})
-	c.When(`^the principal has an approved send of a draft to "([^"]*)"$`, func(ctx context.Context, to string) error {
+	c.Setup(preApproved, `^the principal has an approved send of a draft to "([^"]*)"$`, func(ctx context.Context, to string) error {
 		return st(ctx).approveSend(ctx, to)
 	})
-	c.When(`^the principal has an approved transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount int, to string) error {
+	c.Setup(preApproved, `^the principal has an approved transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount int, to string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		if _, err := got(s.propose(ctx, transferOp, s.transferArgs(amount, to), s.grant())).want(201); err != nil {
+		if _, err := got(s.propose(ctx, transferOp, s.transferArgs(amount, to), s.grant())).want(preTransferProposed, 201); err != nil {
 			return err
 		}
 		return s.approveProposal(ctx)
@@ -428,8 +510,11 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent proposes the same transfer again with its members reordered and the amount written "([^"]*)"$`, func(ctx context.Context, amount string) error {
 		s := st(ctx)
-		if len(s.props) == 0 {
+		if s.lastProposal == nil {
 			return steps.Fault("no earlier transfer proposal")
+		}
+		if len(s.props) == 0 {
+			return steps.Precondition(preTransferProposed, &steps.Failure{Msg: "the first transfer proposal was not accepted: " + s.lastProposal.String(), Exchange: s.lastProposal})
 		}
 		first, _ := steps.Lookup(s.props[0], "snapshot.arguments")
 		args, _ := first.(map[string]any)
@@ -440,45 +525,69 @@ func registerActions(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		s.noteProposal(r, nil)
+		s.noteProposal(r, transferOp, nil)
 		return nil
 	})
 
 	// Dispatch.
 	c.When(`^the agent dispatches the approved (?:send|transfer)$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved transfer unchanged$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return s.dispatch(ctx, false, s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved send at the second host$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return s.dispatch(ctx, true, s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.dispatch(ctx, true, b)
 	})
 	c.When(`^the agent dispatches the approved send presenting (a grant token it made up|the grant's public id instead of its token|no grant at all)$`, func(ctx context.Context, which string) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["grant_token"] = map[string]string{"a grant token it made up": random("agt_"),
 			"the grant's public id instead of its token": s.me.grantID, "no grant at all": ""}[which]
 		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved send presenting the permit id as its token$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["permit_token"] = s.permitID
 		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved send with a permit token it made up$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["permit_token"] = random("apt_")
 		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the approved (?:send|transfer) from a branch of a race$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		b["context"] = map[string]any{"race": true}
 		return s.dispatch(ctx, false, b)
 	})
@@ -500,7 +609,10 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent dispatches the approved transfer with the (amount|recipient|currency) changed to "([^"]*)"$`, func(ctx context.Context, member, value string) error {
 		s := st(ctx)
-		b := s.sendBody(dispatchMods{})
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		args := map[string]any{}
 		for k, v := range s.transfer {
 			args[k] = v
@@ -515,18 +627,29 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent dispatches the approved send (\d+) times at once$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		return s.concurrently(ctx, n, false, api+"/dispatch", s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.concurrently(ctx, n, false, api+"/dispatch", b)
 	})
 	c.When(`^the agent dispatches the approved send at both hosts at once, (\d+) times each$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		return s.concurrently(ctx, 2*n, true, api+"/dispatch", s.sendBody(dispatchMods{}))
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		return s.concurrently(ctx, 2*n, true, api+"/dispatch", b)
 	})
 	c.When(`^the agent starts dispatching the approved send$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		body := s.sendBody(dispatchMods{})
+		body, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		s.async = make(chan asyncResult, 1)
 		go func() {
 			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
@@ -534,7 +657,7 @@ func registerActions(c *steps.Catalog) {
 		}()
 		return nil
 	})
-	c.Then(`^the dispatch finishes$`, func(ctx context.Context) error {
+	c.When(`^the dispatch finishes$`, func(ctx context.Context) error {
 		s := st(ctx)
 		if s.async == nil {
 			return steps.Fault("no dispatch was started")
@@ -552,12 +675,14 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		_, cur, err := s.read(ctx, api+"/resources/"+s.draftID, roleNone)
+		rev, err := s.revision(ctx)
 		if err != nil {
 			return err
 		}
-		rev, _ := steps.Lookup(cur, "revision")
-		body := s.sendBody(dispatchMods{})
+		body, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
 		edit := map[string]any{"owner": s.me.principal, "expected_revision": rev,
 			"payload": map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Edited in a race."}}
 		var wg sync.WaitGroup
@@ -578,11 +703,11 @@ func registerActions(c *steps.Catalog) {
 		}()
 		close(gate)
 		wg.Wait()
-		return errors.Join(derr, eerr)
+		return first(derr, eerr)
 	})
 
 	// Conditions a dispatch meets (several at once for the step-order rows).
-	c.Then(`^(`+conditionPart+`(?:(?:, | and )`+conditionPart+`)*)$`, func(ctx context.Context, list string) error {
+	c.Setup(preConditions, `^(`+conditionPart+`(?:(?:, | and )`+conditionPart+`)*)$`, func(ctx context.Context, list string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -601,7 +726,10 @@ func registerActions(c *steps.Catalog) {
 					return err
 				}
 			case "the permit was revoked":
-				if _, err := got(s.do(ctx, http.MethodPost, api+"/permits/"+s.permitID+"/revoke", roleResolver, nil)).want(200); err != nil {
+				if err := s.permitNeeded(); err != nil {
+					return err
+				}
+				if _, err := got(s.do(ctx, http.MethodPost, api+"/permits/"+s.permitID+"/revoke", roleResolver, nil)).want(prePermitRevoked, 200); err != nil {
 					return err
 				}
 			}
@@ -615,56 +743,75 @@ func registerActions(c *steps.Catalog) {
 		return err
 	})
 	c.When(`^the permit has expired$`, func(ctx context.Context) error {
-		s := st(ctx)
-		exp, err := time.Parse(time.RFC3339Nano, str(s.decision, "permit.expires_at"))
-		if err != nil {
-			return fmt.Errorf("the permit's expires_at is not an RFC 3339 time: %v", s.decision)
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.permitNeeded(); err != nil {
+			return err
 		}
-		if d := time.Until(exp) + 150*time.Millisecond; d > 0 {
-			if d > 5*time.Second {
-				return steps.Fault("the permit expires in %s", d)
-			}
+		// The permit must carry its expiry, and expire within the TTL the
+		// approval request asked for (the scenario asks for 1 second).
+		at := str(s.decision, "permit.expires_at")
+		exp, err := time.Parse(time.RFC3339Nano, at)
+		if err := w.Assert(err == nil, "the permit's expires_at %q is not an RFC 3339 time: %v", at, s.decisionResp); err != nil {
+			return err
+		}
+		d := time.Until(exp) + 150*time.Millisecond
+		if err := w.Assert(d <= 5*time.Second, "the permit expires at %s, %s from now, though its approval request asked for a TTL of seconds", at, d.Round(time.Millisecond)); err != nil {
+			return err
+		}
+		if d > 0 {
 			time.Sleep(d)
 		}
 		return nil
 	})
-	c.When(`^the permit was already used$`, func(ctx context.Context) error {
+	c.Setup(preDispatched, `^the permit was already used$`, func(ctx context.Context) error {
 		s := st(ctx)
-		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
+		b, err := s.approvedBody()
+		if err != nil {
 			return err
 		}
-		_, err := got(steps.From(ctx).Last(), nil).want(200)
+		if err := s.dispatch(ctx, false, b); err != nil {
+			return err
+		}
+		_, err = got(steps.From(ctx).Last(), nil).want(preDispatched, 200)
 		return err
 	})
-	c.When(`^the permit was used for a send that ended Unknown$`, func(ctx context.Context) error {
+	c.Setup(preUnknown, `^the permit was used for a send that ended Unknown$`, func(ctx context.Context) error {
 		s := st(ctx)
 		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultFailAfterEffect, Count: 1})
-		if err := s.dispatch(ctx, false, s.sendBody(dispatchMods{})); err != nil {
+		b, err := s.approvedBody()
+		if err != nil {
 			return err
 		}
-		m, err := got(steps.From(ctx).Last(), nil).want(200)
+		if err := s.dispatch(ctx, false, b); err != nil {
+			return err
+		}
+		r := steps.From(ctx).Last()
+		m, err := got(r, nil).want(preUnknown, 200)
 		if err == nil && str(m, "state") != "Unknown" {
-			err = fmt.Errorf("the send did not end Unknown: %v", m)
+			err = steps.Precondition(preUnknown, &steps.Failure{Msg: "the send whose destination failed after the effect did not end Unknown: " + r.String(), Exchange: r})
 		}
 		return err
 	})
-	c.Then(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message)$`, func(ctx context.Context, what string) error {
+	c.Given(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message)$`, func(ctx context.Context, what string) error {
 		s := st(ctx)
 		mode := map[string]string{
 			"reject the next message before any effect":                      fakemail.FaultReject,
 			"fail after taking effect on the next message":                   fakemail.FaultFailAfterEffect,
 			"answer unreadable JSON after taking effect on the next message": fakemail.FaultGarbage,
 		}[what]
+		if s.mail == nil {
+			return steps.Fault("describe the AGL host before its destination")
+		}
 		s.mail.fake.Inject(fakemail.Fault{Mode: mode, Count: 1})
 		return nil
 	})
-	c.Then(`^the host will fail to persist the next (claim|outcome)$`, func(ctx context.Context, what string) error {
+	c.When(`^the host will fail to persist the next (claim|outcome)$`, func(ctx context.Context, what string) error {
 		return st(ctx).seamFault(ctx, map[string]string{"claim": "claim", "outcome": "completion"}[what], "fail", nil)
 	})
-	c.Then(`^the host will pause for (\d+) ms at the external call$`, func(ctx context.Context, ms int) error {
+	c.When(`^the host will pause for (\d+) ms at the external call$`, func(ctx context.Context, ms int) error {
 		return st(ctx).seamFault(ctx, "external_call", "delay", map[string]any{"delay_ms": ms})
 	})
-	c.Then(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
+	c.When(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
 		s := st(ctx)
 		boundary := map[string]string{"external call, before sending": "external_call", "completion, after the effect": "completion"}[where]
 		if err := s.seamFault(ctx, boundary, "halt", nil); err != nil {
@@ -676,7 +823,7 @@ func registerActions(c *steps.Catalog) {
 	c.When(`^the operator reconciles the operation( at the second host)? by asking the destination$`, func(ctx context.Context, second string) error {
 		return st(ctx).reconcile(ctx, second != "", roleOperator, map[string]any{"method": "receiver_lookup"})
 	})
-	c.Then(`^the (operator|resolver) records that a human established the operation had (no effect|an effect)$`, func(ctx context.Context, who, what string) error {
+	c.When(`^the (operator|resolver) records that a human established the operation had (no effect|an effect)$`, func(ctx context.Context, who, what string) error {
 		res := map[string]string{"no effect": "no_effect", "an effect": "completed"}[what]
 		return st(ctx).reconcile(ctx, false, who, map[string]any{"method": "human", "resolution": res, "actor": "dave (ops on call)"})
 	})
@@ -708,28 +855,33 @@ func registerActions(c *steps.Catalog) {
 		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, name, csv(effects)))
 		return err
 	})
-	c.When(`^the operator narrows the agent's tool set to "([^"]*)"$`, func(ctx context.Context, tools string) error {
+	c.Setup(preAgent, `^the operator narrows the agent's tool set to "([^"]*)"$`, func(ctx context.Context, tools string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
 		return s.putAgent(ctx, s.me, csv(tools), []string{"external_write", "email_send", "financial_write"})
 	})
-	c.When(`^the operator sets the agent's effect ceiling to "([^"]*)"$`, func(ctx context.Context, ceiling string) error {
+	c.Setup(preAgent, `^the operator sets the agent's effect ceiling to "([^"]*)"$`, func(ctx context.Context, ceiling string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
 		return s.putAgent(ctx, s.me, []string{sendOp, transferOp}, csv(ceiling))
 	})
-	c.Then(`^(the agent, with no credentials,|the agent, presenting its own grant token,|the operator|the approval resolver) asks the host to issue a grant for the principal$`, func(ctx context.Context, who string) error {
+	c.When(`^(the agent, with no credentials,|the agent, presenting its own grant token,|the operator|the approval resolver) asks the host to issue a grant for the principal$`, func(ctx context.Context, who string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
 		role := map[string]string{"the agent, with no credentials,": roleNone, "the agent, presenting its own grant token,": s.me.grantToken,
 			"the operator": roleOperator, "the approval resolver": roleResolver}[who]
-		_, err := s.do(ctx, http.MethodPost, api+"/grants", role, s.grantBody(s.me.principal, []string{sendOp, transferOp}, []string{"*"}, []string{"*"}, nil))
+		r, err := s.do(ctx, http.MethodPost, api+"/grants", role, s.grantBody(s.me.principal, []string{sendOp, transferOp}, []string{"*"}, []string{"*"}, nil))
+		if err == nil {
+			if m, jerr := r.JSON(); jerr == nil {
+				steps.From(ctx).Secret(str(m, "grant_token")) // a grant the host should not have issued
+			}
+		}
 		return err
 	})
 	c.When(`^the operator reads the principal's grant$`, func(ctx context.Context) error {
@@ -740,7 +892,7 @@ func registerActions(c *steps.Catalog) {
 		_, err := s.do(ctx, http.MethodGet, api+"/grants/"+s.me.grantID, roleOperator, nil)
 		return err
 	})
-	c.When(`^the principal's grant is replaced by one that (covers another account|covers only the email operation|was issued to another principal|expired an hour ago|becomes valid in an hour)$`, func(ctx context.Context, how string) error {
+	c.Setup(preScopedGrant, `^the principal's grant is replaced by one that (covers another account|covers only the email operation|was issued to another principal|expired an hour ago|becomes valid in an hour)$`, func(ctx context.Context, how string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
@@ -764,50 +916,21 @@ func registerActions(c *steps.Catalog) {
 		if b["ttl_seconds"] == 0 {
 			delete(b, "ttl_seconds")
 		}
-		m, err := got(s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, b)).want(201)
+		r, err := s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, b)
+		m, err := got(r, err).want(preScopedGrant, 201)
 		if err != nil {
 			return err
 		}
 		s.grantOverride = str(m, "grant_token")
-		return nil
-	})
-	c.When(`^the principal (?:delegates|has delegated) its grant to a helper (adding an operation|adding a mailbox|with every resource of a kind|expiring after the parent|for the transfer operation only, expiring sooner)$`, func(ctx context.Context, how string) error {
-		s := st(ctx)
-		if err := s.ensure(ctx); err != nil {
-			return err
-		}
-		if s.helper == nil {
-			id := strings.TrimPrefix(s.exec, "exec-")
-			s.helper = &actor{principal: "helper-" + id, agent: "helper-agent-" + id}
-			if err := s.putAgent(ctx, *s.helper, []string{sendOp, transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
-				return err
-			}
-		}
-		ops, mailboxes, accounts := []string{transferOp}, []string(nil), []string{s.me.account}
-		extra := map[string]any{"ttl_seconds": 600}
-		switch how {
-		case "adding an operation":
-			ops = []string{transferOp, "mail.other_operation"}
-		case "adding a mailbox":
-			mailboxes = []string{"boss@example.com"}
-		case "with every resource of a kind":
-			accounts = []string{"*"}
-		case "expiring after the parent":
-			extra = map[string]any{"ttl_seconds": 7200}
-		}
-		r, err := s.do(ctx, http.MethodPost, api+"/grants/"+s.me.grantID+"/delegations", s.me.grantToken, s.grantBody(s.helper.principal, ops, mailboxes, accounts, extra))
-		if err != nil {
-			return err
-		}
-		if r.Status == 201 {
-			m, _ := r.JSON()
-			s.helper.grantID, s.helper.grantToken = str(m, "grant_id"), str(m, "grant_token")
-		} else if strings.HasPrefix(how, "for the transfer") {
-			return fmt.Errorf("the narrower delegation was refused: %s", r)
+		steps.From(ctx).Secret(s.grantOverride)
+		if s.grantOverride == "" {
+			return steps.Precondition(preScopedGrant, &steps.Failure{Msg: "the replacement grant carries no grant_token: " + r.String(), Exchange: r})
 		}
 		return nil
 	})
-	c.Then(`^the helper's agent proposes (sending an email|a transfer of (\d+) to "([^"]*)") under the delegated grant$`, func(ctx context.Context, what, amount, to string) error {
+	c.When(`^the principal delegates its grant to a helper (adding an operation|adding a mailbox|with every resource of a kind|expiring after the parent|for the transfer operation only, expiring sooner)$`, delegate)
+	c.Setup(preDelegated, `^the principal has delegated its grant to a helper (for the transfer operation only, expiring sooner)$`, delegate)
+	c.When(`^the helper's agent proposes (sending an email|a transfer of (\d+) to "([^"]*)") under the delegated grant$`, func(ctx context.Context, what, amount, to string) error {
 		s := st(ctx)
 		if s.helper == nil || s.helper.grantToken == "" {
 			return steps.Fault("no delegated grant")
@@ -815,9 +938,13 @@ func registerActions(c *steps.Catalog) {
 		var op string
 		var args any
 		if what == "sending an email" {
-			m, err := got(s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody(s.helper.principal, s.me.mailbox, []string{"bob@example.com"}, "From the helper."))).want(201)
+			r, err := s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody(s.helper.principal, s.me.mailbox, []string{"bob@example.com"}, "From the helper."))
+			m, err := got(r, err).want(preDraft, 201)
 			if err != nil {
 				return err
+			}
+			if str(m, "handle") == "" {
+				return steps.Precondition(preDraft, &steps.Failure{Msg: "the helper's draft carries no handle: " + r.String(), Exchange: r})
 			}
 			op, args = sendOp, map[string]any{"draft": str(m, "handle")}
 		} else {
@@ -828,9 +955,9 @@ func registerActions(c *steps.Catalog) {
 		_, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
 		return err
 	})
-	c.Then(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
+	c.When(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
 		s := st(ctx)
-		_, err := got(s.do(ctx, http.MethodPost, api+"/grants/"+s.me.grantID+"/revoke", roleAuthority, nil)).want(200)
+		_, err := got(s.do(ctx, http.MethodPost, api+"/grants/"+s.me.grantID+"/revoke", roleAuthority, nil)).want(preGrantRevoked, 200)
 		return err
 	})
 }
@@ -855,4 +982,47 @@ func csv(s string) []string {
 		}
 	}
 	return out
+}
+
+// delegate asks, with the principal's grant token, for a grant delegated to
+// a helper (whose agent is configured on first use).
+func delegate(ctx context.Context, how string) error {
+	s := st(ctx)
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	if s.helper == nil {
+		id := strings.TrimPrefix(s.exec, "exec-")
+		s.helper = &actor{principal: "helper-" + id, agent: "helper-agent-" + id}
+		if err := s.putAgent(ctx, *s.helper, []string{sendOp, transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
+			return err
+		}
+	}
+	ops, mailboxes, accounts := []string{transferOp}, []string(nil), []string{s.me.account}
+	extra := map[string]any{"ttl_seconds": 600}
+	switch how {
+	case "adding an operation":
+		ops = []string{transferOp, "mail.other_operation"}
+	case "adding a mailbox":
+		mailboxes = []string{"boss@example.com"}
+	case "with every resource of a kind":
+		accounts = []string{"*"}
+	case "expiring after the parent":
+		extra = map[string]any{"ttl_seconds": 7200}
+	}
+	r, err := s.do(ctx, http.MethodPost, api+"/grants/"+s.me.grantID+"/delegations", s.me.grantToken, s.grantBody(s.helper.principal, ops, mailboxes, accounts, extra))
+	if err != nil {
+		return err
+	}
+	if r.Status == 201 {
+		if m, err := r.JSON(); err == nil {
+			s.helper.grantID, s.helper.grantToken = str(m, "grant_id"), str(m, "grant_token")
+			steps.From(ctx).Secret(s.helper.grantToken)
+		}
+	}
+	if strings.HasPrefix(how, "for the transfer") && (r.Status != 201 || s.helper.grantToken == "") {
+		// The narrower delegation is what later steps act under.
+		return steps.Precondition(preDelegated, &steps.Failure{Msg: "the narrower delegation was refused or carries no grant_token: " + r.String(), Exchange: r})
+	}
+	return nil
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/parley-conformance/parley/steps"
 )
 
 // canonVersion is the encoding docs/agl-binding.md §2 defines. The suite
@@ -16,7 +19,8 @@ import (
 const canonVersion = "agl-canon/1"
 
 // canonicalize encodes a decoded JSON value (numbers as json.Number) as
-// ["agl-canon/1", <tagged value>].
+// ["agl-canon/1", <tagged value>]. The values come from the host, so a value
+// the encoding does not admit is the host's failure (*steps.Failure).
 func canonicalize(v any) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(`["` + canonVersion + `",`)
@@ -75,7 +79,7 @@ func encodeCanon(b *bytes.Buffer, v any) error {
 		}
 		b.WriteString(`]]`)
 	default:
-		return fmt.Errorf("canon: unsupported %T", v)
+		return steps.Fail("agl-canon/1 has no encoding for a %T the host sent", v)
 	}
 	return nil
 }
@@ -100,9 +104,17 @@ func canonString(b *bytes.Buffer, s string) {
 // canonNumber gives the one encoding of an exact decimal: "int" with no
 // leading zeros, or "dec" with no exponent and no trailing fractional zeros.
 func canonNumber(lit string) (tag, text string, err error) {
+	// A huge exponent would make the exact value itself huge: the binding
+	// refuses numbers of more than 100 digits, so anything far beyond is
+	// refused before it is expanded.
+	if i := strings.IndexAny(lit, "eE"); i >= 0 {
+		if e, err := strconv.Atoi(strings.TrimPrefix(lit[i+1:], "+")); err != nil || e > 400 || e < -400 {
+			return "", "", steps.Fail("the number %q the host sent is beyond what agl-canon/1 encodes", clip(lit))
+		}
+	}
 	r, ok := new(big.Rat).SetString(lit)
 	if !ok {
-		return "", "", fmt.Errorf("canon: %q is not a number", lit)
+		return "", "", steps.Fail("the host sent %q, which is not a JSON number", clip(lit))
 	}
 	if r.IsInt() {
 		return "int", r.Num().String(), nil
@@ -116,11 +128,20 @@ func canonNumber(lit string) (tag, text string, err error) {
 // decodeJSON decodes with json.Number, as the host's snapshot is read.
 func decodeJSON(raw []byte) (any, error) {
 	if !utf8.Valid(raw) {
-		return nil, fmt.Errorf("invalid UTF-8")
+		return nil, steps.Fail("the body is not valid UTF-8: %s", clip(string(raw)))
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
-	err := dec.Decode(&v)
-	return v, err
+	if err := dec.Decode(&v); err != nil {
+		return nil, steps.Fail("the body is not JSON (%v): %s", err, clip(string(raw)))
+	}
+	return v, nil
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }

@@ -14,7 +14,6 @@ package agl
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -114,7 +113,10 @@ type state struct {
 
 	draftID, latestHandle string
 	propHandle            string
-	prop                  map[string]any   // the last proposal
+	prop                  map[string]any  // the last proposal the host accepted
+	lastProposal          *steps.Response // the last proposal attempt, accepted or not
+	lastProposalOp        string
+	decisionResp          *steps.Response  // the last decision's answer
 	props                 []map[string]any // every proposal, in order
 	requestID             string
 	permitID, permitToken string
@@ -166,6 +168,7 @@ func (s *state) newHost(ctx context.Context, idempotent bool) error {
 		return steps.Fault("the AGL host is described twice")
 	}
 	s.keys = keys{operator: random("op_"), authority: random("authz_"), resolver: random("resolver_")}
+	w.Secret(s.keys.operator, s.keys.authority, s.keys.resolver)
 	var err error
 	if s.mail, err = startDestination(w, idempotent); err != nil {
 		return err
@@ -213,7 +216,7 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	}
 	cfg, err := target.NewConfig(map[string]any{family: sec}, false)
 	if err != nil {
-		return nil, err
+		return nil, steps.Fault("the second host's configuration does not encode: %v", err)
 	}
 	// Held to the published configuration schema, as World.Host holds the first.
 	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
@@ -291,7 +294,7 @@ func (s *state) call(ctx context.Context, second bool, method, path, role string
 		raw = b
 	default:
 		if raw, err = json.Marshal(b); err != nil {
-			return nil, err
+			return nil, steps.Fault("cannot encode the request body of %s %s: %v", method, path, err)
 		}
 	}
 	if raw != nil {
@@ -327,8 +330,9 @@ func (s *state) read(ctx context.Context, path, role string) (*steps.Response, m
 	return r, m, nil
 }
 
-// got and want turn an unexpected answer to a setup exchange into a failure
-// that names it.
+// got and want turn an unexpected answer to a set-up exchange into the
+// failure of the precondition it establishes: the host refused (or did not
+// answer, or answered no JSON object to) a step the scenario depends on.
 type result struct {
 	r   *steps.Response
 	err error
@@ -336,16 +340,17 @@ type result struct {
 
 func got(r *steps.Response, err error) result { return result{r, err} }
 
-func (x result) want(statuses ...int) (map[string]any, error) {
+func (x result) want(precondition string, statuses ...int) (map[string]any, error) {
 	if x.err != nil {
-		return nil, x.err
+		return nil, steps.Precondition(precondition, x.err)
 	}
 	for _, st := range statuses {
 		if x.r.Status == st {
-			return x.r.JSON()
+			m, err := x.r.JSON()
+			return m, steps.Precondition(precondition, err)
 		}
 	}
-	return nil, fmt.Errorf("the host refused a step the scenario depends on: %s", x.r)
+	return nil, steps.Precondition(precondition, &steps.Failure{Msg: "the host refused a step the scenario depends on: " + x.r.String(), Exchange: x.r})
 }
 
 func str(m map[string]any, path string) string {
@@ -376,7 +381,7 @@ func registerHost(c *steps.Catalog) {
 		s, w := st(ctx), steps.From(ctx)
 		dir, err := os.MkdirTemp("", "parley-agl-shared-*")
 		if err != nil {
-			return err
+			return steps.Fault("cannot make a directory for the shared operation store: %v", err)
 		}
 		w.Cleanup(func() { os.RemoveAll(dir) })
 		s.shared = true
@@ -417,30 +422,32 @@ func (s *state) ensure(ctx context.Context) error {
 	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 	s.exec = "exec-" + id
 	s.me = actor{principal: "alice-" + id, agent: "agent-" + id, mailbox: "ops-" + id + "@example.com", account: "acct-" + id}
-	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, sendOp, "1", s.emailAttempts))).want(201); err != nil {
+	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, sendOp, "1", s.emailAttempts))).want(preContracts, 201); err != nil {
 		return err
 	}
-	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, transferOp, []string{"external_write", "financial_write"}))).want(201); err != nil {
+	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, transferOp, []string{"external_write", "financial_write"}))).want(preContracts, 201); err != nil {
 		return err
 	}
 	if err := s.putAgent(ctx, s.me, []string{sendOp, transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
 		return err
 	}
-	g, err := got(s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp},
-		[]string{s.me.mailbox}, []string{s.me.account}, nil))).want(201)
+	r, err := s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp},
+		[]string{s.me.mailbox}, []string{s.me.account}, nil))
+	g, err := got(r, err).want(preGrant, 201)
 	if err != nil {
 		return err
 	}
 	s.me.grantID, s.me.grantToken = str(g, "grant_id"), str(g, "grant_token")
+	steps.From(ctx).Secret(s.me.grantToken)
 	if s.me.grantID == "" || s.me.grantToken == "" {
-		return fmt.Errorf("the grant the authorization service was issued carries no grant_id or grant_token: %v", g)
+		return steps.Precondition(preGrant, &steps.Failure{Msg: "the grant the authorization service issued carries no grant_id or grant_token: " + r.String(), Exchange: r})
 	}
 	return nil
 }
 
 func (s *state) putAgent(ctx context.Context, a actor, tools, ceiling []string) error {
 	_, err := got(s.do(ctx, http.MethodPut, api+"/agents/"+a.agent, roleOperator, map[string]any{
-		"principal": a.principal, "tools": tools, "effect_ceiling": ceiling})).want(200)
+		"principal": a.principal, "tools": tools, "effect_ceiling": ceiling})).want(preAgent, 200)
 	return err
 }
 
