@@ -19,9 +19,15 @@ type htmlFamily struct {
 	Rows []htmlRow
 	Fail int
 	Pass int
+	// NotSelected: every row is skipped (its profiles were not certified),
+	// so the family reads as one line, not a table of skipped rows.
+	NotSelected bool
 }
 
 type htmlRow struct {
+	// Top marks a row repeated in the failed-and-blocked list, which
+	// carries no anchor of its own.
+	Top bool
 	verdict.Row
 	Entry scenarios.Entry
 	Known bool
@@ -31,6 +37,8 @@ type htmlData struct {
 	St       Statement
 	Verified string
 	Roots    []verdict.Root
+	// NotPassing lists the failed and blocked rows, failures first.
+	NotPassing []htmlRow
 	Families []htmlFamily
 	Percent  int
 }
@@ -67,12 +75,31 @@ func RenderHTML(w io.Writer, st Statement, reg *scenarios.Registry, verified str
 	}
 	d := htmlData{St: st, Verified: verified, Roots: verdict.RootCauses(st.Predicate.Requirements)}
 	for _, f := range fams {
+		for _, r := range f.Rows {
+			if r.Result == verdict.ExecutedFail || r.Result == verdict.Blocked {
+				top := r
+				top.Top = true
+				d.NotPassing = append(d.NotPassing, top)
+			}
+		}
+		f.NotSelected = true
+		for _, r := range f.Rows {
+			if r.Result != verdict.Skipped {
+				f.NotSelected = false
+			}
+		}
 		// Failures first: that is what the reader came for.
 		sort.SliceStable(f.Rows, func(i, j int) bool {
 			return rank(f.Rows[i].Result) > rank(f.Rows[j].Result)
 		})
 		d.Families = append(d.Families, *f)
 	}
+	sort.SliceStable(d.NotPassing, func(i, j int) bool {
+		if a, b := rank(d.NotPassing[i].Result), rank(d.NotPassing[j].Result); a != b {
+			return a > b
+		}
+		return d.NotPassing[i].ID < d.NotPassing[j].ID
+	})
 	sort.Slice(d.Families, func(i, j int) bool { return d.Families[i].Name < d.Families[j].Name })
 	if n := st.Predicate.Totals.Requirements; n > 0 {
 		d.Percent = st.Predicate.Totals.ExecutedPass * 100 / n

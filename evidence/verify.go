@@ -191,8 +191,8 @@ func check(st Statement, reg *scenarios.Registry, corpus *scenarios.Corpus) []st
 			// The row's cause and detail are its worst scenario's.
 			f := verdict.Row{ID: r.ID, Scenarios: r.Scenarios}
 			f.Fold()
-			if f.Cause != r.Cause || !reflect.DeepEqual(f.ReliesOn, r.ReliesOn) || f.Detail != r.Detail {
-				bad("%s: the row's cause or detail is not that of its worst scenario", r.ID)
+			if f.Cause != r.Cause || !reflect.DeepEqual(f.ReliesOn, r.ReliesOn) || f.Detail != r.Detail || !reflect.DeepEqual(f.Exchange, r.Exchange) {
+				bad("%s: the row's cause, detail or exchange is not that of its worst scenario", r.ID)
 			}
 		}
 	}

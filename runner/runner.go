@@ -17,6 +17,7 @@ import (
 
 	"github.com/cucumber/godog"
 
+	"github.com/parley-conformance/parley/redact"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/steps/agl"
@@ -348,6 +349,7 @@ func classify(w *steps.World, err error) ScenarioResult {
 	r := ScenarioResult{Assertions: w.Assertions()}
 	if o := w.Outcome(); o != nil {
 		r.Result, r.Cause, r.ReliesOn, r.Detail = o.Verdict, o.Cause, o.ReliesOn, w.Redact(o.Detail)
+		r.Exchange = exchange(w, o.Exchange)
 		return r
 	}
 	switch {
@@ -396,4 +398,40 @@ func clip(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// exchange keeps the last exchange of a scenario that did not pass, for a
+// reader of the report: bodies clipped, every header and body redacted of
+// the scenario's secrets and of anything that looks like a credential.
+func exchange(w *steps.World, r *steps.Response) *verdict.Exchange {
+	if r == nil {
+		return nil
+	}
+	headers := func(h map[string][]string) map[string][]string {
+		if len(h) == 0 {
+			return nil
+		}
+		out := make(map[string][]string, len(h))
+		for k, vs := range h {
+			for _, v := range vs {
+				// Redacted as a header line, so that "Authorization: Bearer x"
+				// is recognized for what it is.
+				red, ok := strings.CutPrefix(w.Redact(k+": "+v), k+": ")
+				if !ok {
+					red = redact.Mark
+				}
+				out[k] = append(out[k], red)
+			}
+		}
+		return out
+	}
+	body := func(b []byte) string {
+		s := strings.ToValidUTF8(string(b), "\uFFFD")
+		if len(s) > verdict.MaxExchangeBody {
+			s = s[:verdict.MaxExchangeBody] + fmt.Sprintf("… (%d bytes in all)", len(b))
+		}
+		return w.Redact(s)
+	}
+	return &verdict.Exchange{Method: r.Method, Target: r.URL, RequestHeaders: headers(r.ReqHeader), RequestBody: body(r.ReqBody),
+		Status: r.Status, ResponseHeaders: headers(r.Header), ResponseBody: body(r.Body)}
 }

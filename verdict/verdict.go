@@ -79,6 +79,22 @@ func Worst(a, b string) string {
 // Severity ranks a verdict (higher is worse), for sorting.
 func Severity(v string) int { return severity[v] }
 
+// Exchange is the last exchange with the host before a scenario ended
+// without passing: what the suite sent and what came back, bodies clipped
+// at MaxExchangeBody and credentials redacted.
+type Exchange struct {
+	Method          string              `json:"method"`
+	Target          string              `json:"target"`
+	RequestHeaders  map[string][]string `json:"requestHeaders,omitempty"`
+	RequestBody     string              `json:"requestBody,omitempty"`
+	Status          int                 `json:"status,omitempty"`
+	ResponseHeaders map[string][]string `json:"responseHeaders,omitempty"`
+	ResponseBody    string              `json:"responseBody,omitempty"`
+}
+
+// MaxExchangeBody bounds each body an Exchange keeps.
+const MaxExchangeBody = 4 << 10
+
 // ScenarioResult is one scenario's verdict: for an outline, one example row.
 type ScenarioResult struct {
 	URI  string `json:"uri"`
@@ -88,9 +104,10 @@ type ScenarioResult struct {
 	ReqIDs     []string `json:"-"`
 	Result     string   `json:"result"`
 	Assertions int      `json:"assertions"`
-	Cause      Cause    `json:"cause,omitempty"`
-	ReliesOn   []string `json:"reliesOn,omitempty"`
-	Detail     string   `json:"detail,omitempty"`
+	Cause      Cause     `json:"cause,omitempty"`
+	ReliesOn   []string  `json:"reliesOn,omitempty"`
+	Detail     string    `json:"detail,omitempty"`
+	Exchange   *Exchange `json:"exchange,omitempty"`
 }
 
 // Row is one requirement's verdict: the worst of its scenarios'.
@@ -102,13 +119,14 @@ type Row struct {
 	Cause      Cause            `json:"cause,omitempty"`
 	ReliesOn   []string         `json:"reliesOn,omitempty"`
 	Detail     string           `json:"detail,omitempty"`
+	Exchange   *Exchange        `json:"exchange,omitempty"`
 }
 
 // Fold sets a row's result, assertions, cause and detail from its
 // scenarios: the worst verdict wins, and the first scenario with it (in
-// file order) gives the cause and the detail.
+// file order) gives the cause, the detail and the exchange.
 func (r *Row) Fold() {
-	r.Result, r.Assertions, r.Cause, r.ReliesOn, r.Detail = ExecutedPass, 0, "", nil, ""
+	r.Result, r.Assertions, r.Cause, r.ReliesOn, r.Detail, r.Exchange = ExecutedPass, 0, "", nil, "", nil
 	for _, s := range r.Scenarios {
 		r.Assertions += s.Assertions
 		r.Result = Worst(r.Result, s.Result)
@@ -118,7 +136,7 @@ func (r *Row) Fold() {
 	}
 	for _, s := range r.Scenarios {
 		if s.Result == r.Result {
-			r.Cause, r.ReliesOn = s.Cause, s.ReliesOn
+			r.Cause, r.ReliesOn, r.Exchange = s.Cause, s.ReliesOn, s.Exchange
 			r.Detail = fmt.Sprintf("%s:%d %s: %s", s.URI, s.Line, s.Name, s.Detail)
 			return
 		}
