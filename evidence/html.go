@@ -39,8 +39,8 @@ type htmlData struct {
 	Roots    []verdict.Root
 	// NotPassing lists the failed and blocked rows, failures first.
 	NotPassing []htmlRow
-	Families []htmlFamily
-	Percent  int
+	Families   []htmlFamily
+	Percent    int
 }
 
 // RenderHTML writes a self-contained report a person can read: totals, then

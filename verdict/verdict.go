@@ -101,9 +101,9 @@ type ScenarioResult struct {
 	Line int64  `json:"line"`
 	Name string `json:"name"`
 	// ReqIDs are the requirements the scenario witnesses (its @req tags).
-	ReqIDs     []string `json:"-"`
-	Result     string   `json:"result"`
-	Assertions int      `json:"assertions"`
+	ReqIDs     []string  `json:"-"`
+	Result     string    `json:"result"`
+	Assertions int       `json:"assertions"`
 	Cause      Cause     `json:"cause,omitempty"`
 	ReliesOn   []string  `json:"reliesOn,omitempty"`
 	Detail     string    `json:"detail,omitempty"`
