@@ -102,6 +102,18 @@ func Start(opts Options) (*Host, error) {
 		}
 		delete(doc, "seams")
 	}
+	// state_dir names where durable state lives, so that the host can be
+	// stopped and started again on it; an explicit DataDir wins.
+	if raw, ok := doc["state_dir"]; ok {
+		var dir string
+		if err := json.Unmarshal(raw, &dir); err != nil || dir == "" {
+			return nil, errors.New(`refhost: "state_dir" must be a directory path`)
+		}
+		if opts.DataDir == "" {
+			opts.DataDir = dir
+		}
+		delete(doc, "state_dir")
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -233,6 +245,20 @@ func (h *Host) closeFamilies() error {
 	}
 	h.families = nil
 	return errors.Join(errs...)
+}
+
+// Crash stops the host abruptly, as a process killed at this point would
+// stop: listeners closed at once, no request allowed to finish, the data
+// directory left as it is. Whatever the host had made durable before it
+// answered is there when it starts again on that directory.
+func (h *Host) Crash() error {
+	if h.srv != nil {
+		_ = h.srv.Close()
+	}
+	if h.agtpLn != nil {
+		_ = h.agtpLn.Close()
+	}
+	return h.closeFamilies()
 }
 
 // Close stops serving, closes every family and removes a temporary data dir.

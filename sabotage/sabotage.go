@@ -138,25 +138,63 @@ func sections(cfg target.Config) map[string]map[string]any {
 // Acquire starts (or reuses) the host with the rule's configuration and a
 // proxy in front of it.
 func (t *Target) Acquire(ctx context.Context, cfg target.Config) (*target.Host, error) {
-	asked := sections(cfg)
-	run := cfg
-	if t.Rule.Config != nil {
-		altered := sections(cfg)
-		t.Rule.Config(altered)
-		fams := map[string]any{}
-		for k, v := range altered {
-			fams[k] = v
-		}
-		c, err := target.NewConfig(fams, cfg.Seams())
-		if err != nil {
-			return nil, err
-		}
-		run = c
+	run, err := t.runConfig(cfg)
+	if err != nil {
+		return nil, err
 	}
 	h, err := t.Inner.Acquire(ctx, run)
 	if err != nil {
 		return nil, err
 	}
+	return t.wrap(cfg, h)
+}
+
+// runConfig is the configuration the broken host really runs with.
+func (t *Target) runConfig(cfg target.Config) (target.Config, error) {
+	if t.Rule.Config == nil {
+		return cfg, nil
+	}
+	altered := sections(cfg)
+	t.Rule.Config(altered)
+	fams := map[string]any{}
+	for k, v := range altered {
+		fams[k] = v
+	}
+	c, err := target.NewConfig(fams, cfg.Seams())
+	if err == nil && cfg.StateDir() != "" {
+		c, err = c.WithStateDir(cfg.StateDir())
+	}
+	return c, err
+}
+
+// Restart restarts the inner host and puts new proxies in front of it (its
+// addresses may have changed).
+func (t *Target) Restart(ctx context.Context, cfg target.Config, crash bool) (*target.Host, error) {
+	r, ok := t.Inner.(target.Restarter)
+	if !ok {
+		return nil, target.ErrCannotRestart
+	}
+	run, err := t.runConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	h, err := r.Restart(ctx, run, crash)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	delete(t.byCfg, cfg.Digest())
+	t.mu.Unlock()
+	t.agtp.mu.Lock()
+	delete(t.agtp.byCfg, cfg.Digest())
+	t.agtp.mu.Unlock()
+	return t.wrap(cfg, h)
+}
+
+// wrap puts the rule's proxies between the suite and a host the inner
+// target gave.
+func (t *Target) wrap(cfg target.Config, h *target.Host) (*target.Host, error) {
+	asked := sections(cfg)
 	h = target.WithConfig(h, cfg)
 	var logs func() []string
 	if t.Rule.Logs != nil {

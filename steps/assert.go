@@ -156,6 +156,15 @@ func clip(b []byte) string {
 
 // Common adds the step phrases every family shares.
 func Common(c *Catalog) {
+	c.Given(`^the host keeps its state where the suite can restart it$`, func(ctx context.Context) error {
+		return From(ctx).KeepState()
+	})
+	c.When(`^the host is restarted$`, func(ctx context.Context) error {
+		return From(ctx).Restart(ctx, false)
+	})
+	c.When(`^the host crashes and is started again$`, func(ctx context.Context) error {
+		return From(ctx).Restart(ctx, true)
+	})
 	c.Then(`^the response status is (\d+)$`, func(ctx context.Context, code int) error {
 		return From(ctx).ExpectStatus(code)
 	})

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -56,7 +57,9 @@ type World struct {
 	sections     map[string]map[string]any
 	state        map[string]any
 	seams        bool
+	stateDir     string
 	current      *target.Host
+	restarts     []func(*target.Host)
 	cleanups     []func()
 }
 
@@ -236,6 +239,77 @@ func (w *World) RequireSeams() error {
 	return nil
 }
 
+// KeepState gives the scenario's host a state directory of its own, which
+// the suite keeps for the scenario's life, so that the host can be
+// restarted on it. The directory is in the configuration, so the host is
+// the scenario's alone: restarting it disturbs no other scenario.
+func (w *World) KeepState() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current != nil {
+		return Fault("the host is already running; ask for a kept state before the first exchange")
+	}
+	if w.stateDir != "" {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "parley-state-*")
+	if err != nil {
+		return Fault("cannot make a state directory: %v", err)
+	}
+	w.stateDir = dir
+	w.cleanups = append(w.cleanups, func() { _ = os.RemoveAll(dir) })
+	return nil
+}
+
+// OnRestart registers f to run with the new host after a restart (a family
+// that holds a connection reconnects there).
+func (w *World) OnRestart(f func(*target.Host)) {
+	w.mu.Lock()
+	w.restarts = append(w.restarts, f)
+	w.mu.Unlock()
+}
+
+// Restart stops the scenario's host, as a crash (SIGKILL, an abrupt close)
+// or cleanly, and starts it again on its state. A target that cannot
+// restart a host blocks the scenario; a host that does not come back is the
+// host's failure.
+func (w *World) Restart(ctx context.Context, crash bool) error {
+	h, err := w.Host(ctx)
+	if err != nil {
+		return err
+	}
+	if h.Config.StateDir() == "" {
+		return Fault("the scenario restarts its host without keeping its state (a Given step asks for that)")
+	}
+	r, ok := w.Target.(target.Restarter)
+	if !ok {
+		return Block(verdict.CauseTarget, "the %s target cannot stop a host and start it again on its state", w.Target.Kind())
+	}
+	nh, err := r.Restart(ctx, h.Config, crash)
+	var se *target.StartError
+	switch {
+	case errors.Is(err, target.ErrUnsatisfiable):
+		return Block(verdict.CauseTarget, "%v", err)
+	case errors.As(err, &se):
+		how := "restarted"
+		if crash {
+			how = "restarted after a crash"
+		}
+		return Fail("the host did not start again when %s on its state: %s", how, se.Error())
+	case err != nil:
+		return Fault("the %s target could not restart the host: %v", w.Target.Kind(), err)
+	}
+	w.mu.Lock()
+	w.current = nh
+	hooks := make([]func(*target.Host), len(w.restarts))
+	copy(hooks, w.restarts)
+	w.mu.Unlock()
+	for _, f := range hooks {
+		f(nh)
+	}
+	return nil
+}
+
 // CallsBack records that the scenario runs a server the host must reach (a
 // fake peer or destination on the suite's loopback). A host in a network
 // namespace of its own cannot, so the scenario is blocked there rather than
@@ -264,9 +338,12 @@ func (w *World) Config() (target.Config, error) {
 	for k, v := range w.sections {
 		fams[k] = v
 	}
-	seams := w.seams
+	seams, stateDir := w.seams, w.stateDir
 	w.mu.Unlock()
 	cfg, err := target.NewConfig(fams, seams)
+	if err == nil && stateDir != "" {
+		cfg, err = cfg.WithStateDir(stateDir)
+	}
 	if err != nil {
 		return target.Config{}, Fault("the host configuration does not encode: %v", err)
 	}

@@ -61,6 +61,11 @@ func ParseConfig(b []byte) (Config, error) {
 			return Config{}, errors.New(`host configuration: "seams" must be true or false`)
 		}
 	}
+	if s, ok := doc["state_dir"]; ok {
+		if d, isStr := s.(string); !isStr || d == "" {
+			return Config{}, errors.New(`host configuration: "state_dir" must be a directory path`)
+		}
+	}
 	// encoding/json writes map keys sorted, which makes this canonical.
 	canon, err := json.Marshal(doc)
 	if err != nil {
@@ -81,11 +86,30 @@ func (c Config) Digest() string {
 // Seams reports whether the configuration asks for the test seams.
 func (c Config) Seams() bool { s, _ := c.doc["seams"].(bool); return s }
 
+// WithStateDir returns c with its state directory set.
+func (c Config) WithStateDir(dir string) (Config, error) {
+	doc := map[string]any{}
+	for k, v := range c.doc {
+		doc[k] = v
+	}
+	doc["state_dir"] = dir
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return Config{}, err
+	}
+	return ParseConfig(b)
+}
+
+// StateDir is the directory the configuration tells the host to keep its
+// durable state in, so that the suite can restart it on that state ("" when
+// the host keeps it where it likes).
+func (c Config) StateDir() string { s, _ := c.doc["state_dir"].(string); return s }
+
 // Families returns the family names the configuration has sections for.
 func (c Config) Families() []string {
 	var out []string
 	for k := range c.doc {
-		if k != "seams" {
+		if k != "seams" && k != "state_dir" {
 			out = append(out, k)
 		}
 	}

@@ -67,7 +67,7 @@ func NewContainer(image string) (*Container, error) {
 	return t, nil
 }
 
-func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error, error) {
+func (t *Container) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 	req := testcontainers.ContainerRequest{
 		Image:        t.Image,
 		ExposedPorts: []string{ContainerHTTPPort, ContainerAGTPPort},
@@ -110,7 +110,15 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error,
 		_ = c.Terminate(context.Background())
 		return nil, nil, &StartError{Config: cfg.Digest(), Reason: fmt.Sprintf("the container did not print its ready line: %v", err), Stderr: lines}
 	}
-	stop := func() error { return c.Terminate(context.Background()) }
+	stopWith := func(crash bool) error {
+		if crash {
+			// SIGKILL at once: no time to shut down.
+			zero := time.Duration(0)
+			_ = c.Stop(context.Background(), &zero)
+		}
+		return c.Terminate(context.Background())
+	}
+	stop := func() error { return stopWith(false) }
 	h := &Host{Config: cfg, Isolated: !t.HostNetwork}
 	if t.HostNetwork {
 		r, err := readyLineOf(ctx, c)
@@ -151,7 +159,14 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, func() error,
 		t.imageID = st.Image
 		t.mu.Unlock()
 	}
-	return h, stop, nil
+	return h, stopWith, nil
+}
+
+// Restart stops the host's container (killed at once for a crash) and
+// starts a new one of the same image and configuration: its state directory
+// is on the mounted temporary directory, so the new container finds it.
+func (t *Container) Restart(ctx context.Context, cfg Config, crash bool) (*Host, error) {
+	return t.p.restart(ctx, cfg, crash)
 }
 
 func (t *Container) Kind() string { return "container" }

@@ -68,7 +68,7 @@ func NewExec(command string) (*Exec, error) {
 // maxReasonBytes bounds the reason of a declined line that is kept.
 const maxReasonBytes = 2 << 10
 
-func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, error) {
+func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 	path := filepath.Join(t.dir, strings.TrimPrefix(cfg.Digest(), "sha256:")[:16]+".json")
 	if err := os.WriteFile(path, cfg.JSON(), 0o600); err != nil {
 		return nil, nil, err
@@ -92,16 +92,26 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, erro
 		return nil, nil, fmt.Errorf("exec target: start %q: %w", t.Command, err)
 	}
 	exited := make(chan error, 1)
-	stop := func() error {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
+	var stopOnce sync.Once
+	stopWith := func(crash bool) error {
+		stopOnce.Do(func() {
+			if crash {
+				// A crash: the process group dies where it stands.
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+				return
+			}
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
+		})
 		return nil
 	}
+	stop := func() error { return stopWith(false) }
 	first := make(chan ReadyLine, 1)
 	readerDone := make(chan struct{})
 	go func() {
@@ -126,7 +136,7 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, erro
 	}()
 	go func() { exited <- cmd.Wait() }()
 
-	failed := func(reason string) (*Host, func() error, error) {
+	failed := func(reason string) (*Host, Stopper, error) {
 		return nil, nil, &StartError{Config: cfg.Digest(), Reason: reason, Stderr: tailLines(logs.snapshot(), 20)}
 	}
 	timer := time.NewTimer(t.StartTimeout)
@@ -157,7 +167,7 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, erro
 			t.subjects[s.Name+"\x00"+s.Digest["sha256"]] = s
 			t.mu.Unlock()
 		}
-		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, Config: cfg, logs: logs.snapshot}, stop, nil
+		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, Config: cfg, logs: logs.snapshot}, stopWith, nil
 	case err := <-exited:
 		exited <- err
 		// What it printed before exiting may still be in the pipe.
@@ -189,7 +199,7 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, func() error, erro
 
 // declined waits for a host that declined a configuration to exit: exiting 0
 // is a decline, anything else is a host that failed to start.
-func (t *Exec) declined(cfg Config, r ReadyLine, exited chan error, stop func() error, logs *lineLog) (*Host, func() error, error) {
+func (t *Exec) declined(cfg Config, r ReadyLine, exited chan error, stop func() error, logs *lineLog) (*Host, Stopper, error) {
 	reason := strings.TrimSpace(r.Reason)
 	if len(reason) > maxReasonBytes {
 		reason = reason[:maxReasonBytes] + "…"
@@ -248,6 +258,13 @@ func tailLines(lines []string, n int) []string {
 }
 
 func (t *Exec) Kind() string { return "exec" }
+
+// Restart stops the host's process group (SIGKILL for a crash, else SIGTERM
+// and SIGKILL after 5 s) and runs the command again with the same
+// configuration file, whose state_dir the suite keeps.
+func (t *Exec) Restart(ctx context.Context, cfg Config, crash bool) (*Host, error) {
+	return t.p.restart(ctx, cfg, crash)
+}
 
 func (t *Exec) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 	return t.p.acquire(ctx, cfg)

@@ -20,7 +20,7 @@ type Refhost struct{ p pool }
 // NewRefhost returns the default target.
 func NewRefhost() *Refhost {
 	t := &Refhost{}
-	t.p.start = func(_ context.Context, cfg Config) (*Host, func() error, error) {
+	t.p.start = func(_ context.Context, cfg Config) (*Host, Stopper, error) {
 		logs := &lineLog{}
 		h, err := refhost.Start(refhost.Options{
 			Config: cfg.JSON(),
@@ -31,9 +31,21 @@ func NewRefhost() *Refhost {
 			// cannot start with is its failure, like any host's.
 			return nil, nil, &StartError{Config: cfg.Digest(), Reason: err.Error(), Stderr: tailLines(logs.snapshot(), 20)}
 		}
-		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, Config: cfg, logs: logs.snapshot}, h.Close, nil
+		stop := func(crash bool) error {
+			if crash {
+				return h.Crash()
+			}
+			return h.Close()
+		}
+		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, Config: cfg, logs: logs.snapshot}, stop, nil
 	}
 	return t
+}
+
+// Restart closes the host (abruptly, for a crash) and opens it again on its
+// state directory.
+func (t *Refhost) Restart(ctx context.Context, cfg Config, crash bool) (*Host, error) {
+	return t.p.restart(ctx, cfg, crash)
 }
 
 func (t *Refhost) Kind() string { return "refhost" }

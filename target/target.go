@@ -3,6 +3,7 @@ package target
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -98,6 +99,24 @@ func ParseDigest(s string) (map[string]string, error) {
 	return map[string]string{"sha256": strings.ToLower(hex)}, nil
 }
 
+// Stopper stops a host: gracefully (SIGTERM, a clean close), or as a crash
+// (SIGKILL, an abrupt close) when crash is set.
+type Stopper func(crash bool) error
+
+// ErrCannotRestart is a target that cannot stop a host and start it again
+// on the same state (a url host it does not run).
+var ErrCannotRestart = fmt.Errorf("%w: this target cannot restart a host", ErrUnsatisfiable)
+
+// Restarter is a target that can stop a host and start it again on the same
+// state, so that durability is witnessed rather than assumed. The host's
+// configuration names its state directory (Config.StateDir).
+type Restarter interface {
+	// Restart stops the host running cfg (as a crash when crash is set) and
+	// starts it again with the same configuration and state; the addresses
+	// may change.
+	Restart(ctx context.Context, cfg Config, crash bool) (*Host, error)
+}
+
 // Target hands out hosts.
 type Target interface {
 	// Kind is refhost, exec or url.
@@ -114,7 +133,7 @@ type Target interface {
 // pool caches hosts by configuration digest and starts each at most once,
 // even when many scenarios ask for it at the same moment.
 type pool struct {
-	start func(ctx context.Context, cfg Config) (*Host, func() error, error)
+	start func(ctx context.Context, cfg Config) (*Host, Stopper, error)
 
 	mu      sync.Mutex
 	entries map[string]*poolEntry
@@ -124,8 +143,35 @@ type pool struct {
 type poolEntry struct {
 	ready chan struct{}
 	host  *Host
-	stop  func() error
+	stop  Stopper
 	err   error
+}
+
+// restart stops the running host of cfg and starts it again.
+func (p *pool) restart(ctx context.Context, cfg Config, crash bool) (*Host, error) {
+	if cfg.StateDir() == "" {
+		return nil, errors.New("a host is restarted only on a state directory its configuration names (state_dir)")
+	}
+	p.mu.Lock()
+	e := p.entries[cfg.Digest()]
+	p.mu.Unlock()
+	if e == nil {
+		return nil, errors.New("no host runs this configuration")
+	}
+	<-e.ready
+	if e.err != nil {
+		return nil, e.err
+	}
+	if e.stop != nil {
+		_ = e.stop(crash)
+	}
+	ne := &poolEntry{ready: make(chan struct{})}
+	ne.host, ne.stop, ne.err = p.start(ctx, cfg)
+	close(ne.ready)
+	p.mu.Lock()
+	p.entries[cfg.Digest()] = ne
+	p.mu.Unlock()
+	return ne.host, ne.err
 }
 
 func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
@@ -181,7 +227,7 @@ func (p *pool) close() error {
 	for _, e := range entries {
 		<-e.ready
 		if e.stop != nil {
-			errs = append(errs, e.stop())
+			errs = append(errs, e.stop(false))
 		}
 	}
 	return errors.Join(errs...)
