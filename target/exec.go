@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -117,22 +116,27 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 	go func() {
 		defer close(readerDone)
 		defer stdout.Close()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 64<<10)
+		// Lines are read whatever their length (an overlong one is kept
+		// clipped), so that a host that logs a long line before its ready
+		// line, or floods its stdout, neither hides the ready line nor
+		// blocks on a full pipe.
+		rd := bufio.NewReaderSize(stdout, 64<<10)
 		sent := false
-		for sc.Scan() {
-			line := sc.Bytes()
-			var r ReadyLine
-			if !sent && json.Unmarshal(line, &r) == nil && (r.Parley == "ready" || r.Parley == "declined") {
-				first <- r
-				sent = true
-				continue
+		for {
+			line, err := readLine(rd, maxLineBytes)
+			if len(line) > 0 || err == nil {
+				var r ReadyLine
+				if !sent && json.Unmarshal(line, &r) == nil && (r.Parley == "ready" || r.Parley == "declined") {
+					first <- r
+					sent = true
+				} else {
+					_, _ = logs.Write(append(line, '\n'))
+				}
 			}
-			_, _ = logs.Write(append(line, '\n'))
+			if err != nil {
+				return
+			}
 		}
-		// Drain whatever a host floods past the scanner's limit, so that it
-		// never blocks on a full pipe.
-		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	go func() { exited <- cmd.Wait() }()
 
@@ -311,4 +315,22 @@ func (t *Exec) Close() error {
 	err := t.p.close()
 	_ = os.RemoveAll(t.dir)
 	return err
+}
+
+// maxLineBytes bounds one stdout line the exec target keeps.
+const maxLineBytes = 64 << 10
+
+// readLine reads one line, without its end, keeping at most max bytes of it
+// and discarding the rest.
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if len(line) < max {
+			line = append(line, chunk[:min(len(chunk), max-len(line))]...)
+		}
+		if err != nil || !isPrefix {
+			return line, err
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package target
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -246,22 +247,30 @@ const maxLogLines = 5000
 func (l *lineLog) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, b := range p {
-		if b == '\n' {
-			l.add(string(l.part))
-			l.part = l.part[:0]
-			continue
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		chunk := p
+		if i >= 0 {
+			chunk = p[:i]
 		}
-		if len(l.part) < 64<<10 {
-			l.part = append(l.part, b)
+		if room := 64<<10 - len(l.part); room > 0 {
+			l.part = append(l.part, chunk[:min(len(chunk), room)]...)
 		}
+		if i < 0 {
+			break
+		}
+		l.add(string(l.part))
+		l.part = l.part[:0]
+		p = p[i+1:]
 	}
-	return len(p), nil
+	return n, nil
 }
 
 func (l *lineLog) add(s string) {
 	l.lines = append(l.lines, s)
-	if len(l.lines) > maxLogLines {
+	// Drop the oldest half at once, so a flood costs amortized O(1) a line.
+	if len(l.lines) > 2*maxLogLines {
 		l.lines = append([]string(nil), l.lines[len(l.lines)-maxLogLines:]...)
 	}
 }
@@ -269,7 +278,11 @@ func (l *lineLog) add(s string) {
 func (l *lineLog) snapshot() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := append([]string(nil), l.lines...)
+	lines := l.lines
+	if len(lines) > maxLogLines {
+		lines = lines[len(lines)-maxLogLines:]
+	}
+	out := append([]string(nil), lines...)
 	if len(l.part) > 0 {
 		out = append(out, string(l.part))
 	}
