@@ -27,7 +27,7 @@ var (
 
 // statement runs a slice of the suite against the refhost once, so the
 // bundle under test is a real one.
-func statement(t *testing.T) evidence.Statement {
+func statement(t testing.TB) evidence.Statement {
 	t.Helper()
 	once.Do(func() {
 		if reg, setup = scenarios.LoadRegistry(); setup != nil {
@@ -58,7 +58,7 @@ func statement(t *testing.T) evidence.Statement {
 	return c
 }
 
-func sign(t *testing.T, st evidence.Statement) ([]byte, ed25519.PublicKey) {
+func sign(t testing.TB, st evidence.Statement) ([]byte, ed25519.PublicKey) {
 	t.Helper()
 	pub, priv, err := evidence.GenerateKey()
 	if err != nil {
