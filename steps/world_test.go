@@ -14,7 +14,7 @@ import (
 )
 
 // hostAt makes a World whose target is a url host at u.
-func hostAt(t *testing.T, u string) (*World, context.Context) {
+func hostAt(t testing.TB, u string) (*World, context.Context) {
 	t.Helper()
 	cfg, err := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
 	if err != nil {
