@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -39,7 +40,7 @@ type Options struct {
 	// Profiles to certify; empty means every profile. Requirements of other
 	// profiles are reported skipped.
 	Profiles []string
-	// Concurrency is how many scenarios run at once (default 4).
+	// Concurrency is how many scenarios run at once (0: DefaultConcurrency).
 	Concurrency int
 	// Seed orders scenarios; 0 picks one at random. The seed used is in the result.
 	Seed int64
@@ -67,6 +68,13 @@ type Result struct {
 	Finished  time.Time
 	Scenarios []ScenarioResult
 	Rows      []Row
+}
+
+// DefaultConcurrency follows the machine: scenarios mostly wait on hosts and
+// clocks, so several per core keep it busy; bounded so a large machine does
+// not start hundreds of hosts at once.
+func DefaultConcurrency() int {
+	return min(max(4*runtime.GOMAXPROCS(0), 4), 32)
 }
 
 // SuiteFaults lists the scenarios a bug in parley blocked.
@@ -280,7 +288,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 	}
 	conc := opt.Concurrency
 	if conc <= 0 {
-		conc = 4
+		conc = DefaultConcurrency()
 	}
 	cat := Catalog()
 	suite := godog.TestSuite{
