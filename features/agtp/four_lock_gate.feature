@@ -80,10 +80,14 @@ Feature: The four-lock dispatcher gate
       | 2    | 461                                      | TLS 1.3            |
       | 1    | 461                                      | plaintext loopback |
 
+  # "holds no contract" is shown decisive by a control contract the suite's
+  # own agent obtains through the gate, so it needs the policy lock open;
+  # with the policy lock closed no contract can exist at all, and the
+  # refusal itself and the unexecuted action are what is observed.
   @req:agtp.rcns.gate.closed-lock-no-synthesis @profile:agtp-rcns
   Scenario Outline: A closed lock synthesizes nothing (<lock>) [<transport>]
     Given an AGTP server reached over <transport>
-    And its [policies.rcns] sets enabled = <enabled>
+    And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets min_trust_tier = 2
     And agent "alice" has trust tier <tier> and is granted "<grant>"
     When "alice" sends BOOK /room/{room} <how>
@@ -92,13 +96,28 @@ Feature: The four-lock dispatcher gate
     And the room record {room} does not exist
 
     Examples:
-      | lock          | enabled | tier | grant                   | how                                                   | transport          |
-      | server policy | false   | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | TLS 1.3            |
-      | opt-in        | true    | 1    | rooms:*, rcns:negotiate | without Allow-RCNS                                    | plaintext loopback |
-      | scope claim   | true    | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true claiming "rooms:read, rooms:write" | TLS 1.3            |
-      | scope grant   | true    | 1    | rooms:*                 | with Allow-RCNS: true                                 | plaintext loopback |
-      | trust tier    | true    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | TLS 1.3            |
-      | trust tier    | true    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | plaintext loopback |
+      | lock          | tier | grant                   | how                                                     | transport          |
+      | opt-in        | 1    | rooms:*, rcns:negotiate | without Allow-RCNS                                      | plaintext loopback |
+      | opt-in        | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: false                                  | TLS 1.3            |
+      | scope claim   | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true claiming "rooms:read, rooms:write" | TLS 1.3            |
+      | scope claim   | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true claiming "rooms:*"                | plaintext loopback |
+      | scope grant   | 1    | rooms:*                 | with Allow-RCNS: true                                   | plaintext loopback |
+      | trust tier    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                   | TLS 1.3            |
+      | trust tier    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                   | plaintext loopback |
+
+  @req:agtp.rcns.gate.closed-lock-no-synthesis @profile:agtp-rcns
+  Scenario Outline: A closed server policy lock synthesizes nothing [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = false
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response names no synthesis_id
+    And the room record {room} does not exist
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
 
   @req:agtp.rcns.gate.presented-contract-skips-gate @profile:agtp-rcns
   Scenario Outline: A presented contract is served without a new synthesis (<how>) [<transport>]
