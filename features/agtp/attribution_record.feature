@@ -29,6 +29,7 @@ Feature: Attribution-Record extension fields
   Scenario Outline: contract_hash is 64 lowercase hex and stable across invocations [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is 461

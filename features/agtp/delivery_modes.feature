@@ -56,6 +56,7 @@ Feature: Delivery modes
   Scenario Outline: A preview is bound to the agent it was issued to [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true

@@ -69,6 +69,7 @@ Feature: The four-lock dispatcher gate
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets min_trust_tier = 2
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier <tier> and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is <answer>
@@ -91,7 +92,8 @@ Feature: The four-lock dispatcher gate
     And its [policies.rcns] sets min_trust_tier = 2
     And agent "alice" has trust tier <tier> and is granted "<grant>"
     When "alice" sends BOOK /room/{room} <how>
-    Then the response names no synthesis_id
+    Then the answer is the <lock> lock's refusal
+    And the response names no synthesis_id
     And "alice" holds no contract
     And the room record {room} does not exist
 
@@ -111,7 +113,8 @@ Feature: The four-lock dispatcher gate
     And its [policies.rcns] sets enabled = false
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
-    Then the response names no synthesis_id
+    Then the answer is the server policy lock's refusal
+    And the response names no synthesis_id
     And the room record {room} does not exist
 
     Examples:
@@ -142,10 +145,11 @@ Feature: The four-lock dispatcher gate
     And its [policies.rcns] sets enabled = false
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
-    Then the response status is 464 with reason rcns-disabled
+    Then the answer is the server policy lock's refusal
     And the response carries a fresh RCNS-Attempt-Id
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
-    Then the response carries a fresh RCNS-Attempt-Id
+    Then the answer is the server policy lock's refusal
+    And the response carries a fresh RCNS-Attempt-Id
 
     Examples:
       | transport          |
@@ -156,15 +160,16 @@ Feature: The four-lock dispatcher gate
   Scenario Outline: A 464 on lock 4 or on contract resolution carries an RCNS-Attempt-Id [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets min_trust_tier = 1
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "trudy" has trust tier 2 and is granted "rooms:*, rcns:negotiate"
     When "trudy" sends BOOK /room/{room2} with Allow-RCNS: true
-    Then the response status is 464 with reason trust-tier-insufficient
+    Then the answer is the trust tier lock's refusal
     And the response carries a fresh RCNS-Attempt-Id
     Given "alice" holds an active contract for BOOK /room/{room}
     When "bob" sends BOOK /room/{room} presenting the contract
-    Then the response status is 464 with reason contract-not-yours
+    Then the answer is the contract-not-yours refusal
     And the response carries a fresh RCNS-Attempt-Id
 
     Examples:

@@ -10,6 +10,7 @@ Feature: Recipe versioning
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is 461

@@ -46,6 +46,18 @@ const (
 	preApproved = "agtp.precondition.proposal-approved"
 	// preAttempt: a 464 carries an RCNS-Attempt-Id.
 	preAttempt = "agtp.precondition.attempt-id"
+	// prePending: a PROPOSE for a pair under operator review is answered
+	// 261 with a proposal_id.
+	prePending = "agtp.precondition.proposal-pending"
+	// preLock*: a request with one lock closed gets that lock's refusal.
+	preLockPolicy = "agtp.precondition.lock-policy-closed"
+	preLockOptIn  = "agtp.precondition.lock-opt-in-closed"
+	preLockClaim  = "agtp.precondition.lock-scope-claim-closed"
+	preLockGrant  = "agtp.precondition.lock-scope-grant-closed"
+	preLockTier   = "agtp.precondition.lock-trust-tier-closed"
+	// preNotYours: another agent presenting a contract is refused 464
+	// contract-not-yours.
+	preNotYours = "agtp.precondition.refused-not-yours"
 )
 
 // options are what a "sends" step adds to the request.

@@ -222,6 +222,21 @@ func registerAssertions(c *steps.Catalog) {
 		r, _ := w.LastResponse()
 		return w.Assert(scopeNamed(doc, scope), "the refusal does not name scope %s (error.scope, scope, or the reason's argument): %s", scope, r)
 	})
+	c.Then(`^the answer is the (server policy|opt-in|scope claim|scope grant|trust tier) lock's refusal$`, func(ctx context.Context, lock string) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		lr := lockRefusals[lock]
+		return steps.Precondition(lr.pre, w.Assert(refusedAs(r, lr.statuses, lr.reason), "expected the closed %s lock's refusal (%s): %s", lock, lr.want(), r))
+	})
+	c.Then(`^the answer is the contract-not-yours refusal$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		return steps.Precondition(preNotYours, w.Assert(refusedAs(r, []int{464}, "contract-not-yours"), "expected 464 contract-not-yours for another agent's contract: %s", r))
+	})
 	c.Then(`^the response status is not (\d+)$`, func(ctx context.Context, status int) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
@@ -638,6 +653,53 @@ func registerAssertions(c *steps.Catalog) {
 	})
 }
 
+// lockRefusal is the answer a closed lock gets (agtp-rcns.txt, Four-Lock
+// Gate Refusal Mapping) and the precondition a scenario that needs the lock
+// closed relies on: that lock's own requirement witnesses the refusal.
+type lockRefusal struct {
+	pre      string
+	statuses []int
+	reason   string
+}
+
+func (l lockRefusal) want() string {
+	st := make([]string, len(l.statuses))
+	for i, n := range l.statuses {
+		st[i] = fmt.Sprint(n)
+	}
+	w := strings.Join(st, " or ")
+	if l.reason != "" {
+		w += " with reason " + l.reason
+	}
+	return w
+}
+
+var lockRefusals = map[string]lockRefusal{
+	"server policy": {preLockPolicy, []int{464}, "rcns-disabled"},
+	"opt-in":        {preLockOptIn, []int{404, 405}, ""},
+	"scope claim":   {preLockClaim, []int{262}, "scope-required"},
+	"scope grant":   {preLockGrant, []int{455}, "scope-exceeded"},
+	"trust tier":    {preLockTier, []int{464}, "trust-tier-insufficient"},
+}
+
+// refusedAs reports whether r has one of the statuses and, when reason is
+// not "", that reason (in error.reason or at top level).
+func refusedAs(r *steps.Response, statuses []int, reason string) bool {
+	ok := false
+	for _, n := range statuses {
+		ok = ok || r.Status == n
+	}
+	if !ok || reason == "" {
+		return ok
+	}
+	doc, _ := r.JSON()
+	got, where := reasonOf(doc)
+	if where != "" {
+		notePlacement(where)
+	}
+	return got == reason || strings.HasPrefix(got, reason+" ")
+}
+
 // dispositions are the dispositions a sweep report gives, one per entry.
 func dispositions(r *steps.Response) []string {
 	doc, _ := r.JSON()
@@ -672,9 +734,15 @@ func keys(m map[string]bool) []string {
 
 // listing reads who's DISCOVER /contracts on the side and returns the
 // synthesis_ids it lists. A surface only the inventory requirements witness:
-// an answer that is not a 200 JSON listing is a failed precondition.
+// an answer that is not a 200 JSON listing, or one that names another
+// agent's contract (who holds no inspect:all in these reads), is a failed
+// precondition.
 func listing(ctx context.Context, who string) (*steps.Response, map[string]bool, error) {
-	w := steps.From(ctx)
+	w, s := steps.From(ctx), st(ctx)
+	a, err := s.agent(who)
+	if err != nil {
+		return nil, nil, err
+	}
 	r, err := send(ctx, who, "DISCOVER", "/contracts", options{params: map[string]any{"criteria": "contracts"}, aside: true})
 	if err != nil {
 		return nil, nil, steps.Precondition(preListing, err)
@@ -684,10 +752,18 @@ func listing(ctx context.Context, who string) (*steps.Response, map[string]bool,
 		return nil, nil, steps.Precondition(preListing, err)
 	}
 	ids := map[string]bool{}
+	var others []string
 	for _, o := range objects(doc) {
 		if sid, ok := o["synthesis_id"].(string); ok && sid != "" {
+			if owner, ok := o["agent_id"].(string); ok && owner != a.id {
+				others = append(others, sid)
+				continue
+			}
 			ids[sid] = true
 		}
+	}
+	if err := w.Assert(len(others) == 0, "DISCOVER /contracts as %q lists other agents' contracts %v, so it is not the caller's own listing: %s", who, others, r); err != nil {
+		return nil, nil, steps.Precondition(preListing, err)
 	}
 	return r, ids, nil
 }

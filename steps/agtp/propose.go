@@ -231,6 +231,19 @@ func registerPropose(c *steps.Catalog) {
 		}
 		return nil
 	})
+	c.Setup(prePending, `^"([a-z]+)" has a proposal awaiting review for ([A-Z]+) (\S+)$`, func(ctx context.Context, who, method, path string) error {
+		w, s := steps.From(ctx), st(ctx)
+		o, err := parseProposalTail("")
+		if err != nil {
+			return err
+		}
+		s.proposal = ""
+		r, err := send(ctx, who, "PROPOSE", "/", options{params: proposalParams(method, s.expand(path), o)})
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status == 261 && s.proposal != "", "a proposal of %s %s, a pair the operator reviews, was not answered 261 with a proposal_id: %s", method, s.expand(path), r)
+	})
 	c.Given(`^the contract is remembered as "([a-z]+)"$`, func(ctx context.Context, name string) error {
 		s := st(ctx)
 		if s.current == "" {
