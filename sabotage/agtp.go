@@ -302,18 +302,18 @@ var agtpRCNSRules = []Rule{
 	},
 	{
 		ID:     "agtp.rcns.gate.scope-required",
-		Broken: "ignores the obtainability rule: a granted but unclaimed rcns:negotiate is 455 scope-exceeded",
+		Broken: "ignores the obtainability rule at the gate: a granted but unclaimed rcns:negotiate is 455 scope-exceeded",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if r.Status == 262 && agtpReason(r) == "scope-required" {
+			if isAction(x) && r.Status == 262 && agtpReason(r) == "scope-required" {
 				refuseAs(r, 455, "scope-exceeded")
 			}
 		},
 	},
 	{
 		ID:     "agtp.rcns.gate.scope-exceeded",
-		Broken: "ignores the obtainability rule: an ungranted rcns:negotiate is 262 scope-required",
+		Broken: "ignores the obtainability rule at the gate: an ungranted rcns:negotiate is 262 scope-required",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if r.Status == 455 && agtpReason(r) == "scope-exceeded" {
+			if isAction(x) && r.Status == 455 && agtpReason(r) == "scope-exceeded" {
 				refuseAs(r, 262, "scope-required")
 			}
 		},
@@ -344,6 +344,8 @@ var agtpRCNSRules = []Rule{
 				k := rcnsKnobs(doc)
 				if m, ok := k["min_trust_tier"].(int64); ok {
 					k["min_trust_tier"] = 4 - m
+				} else {
+					k["min_trust_tier"] = int64(3) // the mirror of the default 1
 				}
 				agents, _ := doc["agents"].([]any)
 				for _, a := range agents {
@@ -398,10 +400,10 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:      "agtp.rcns.gate.presented-contract-skips-gate",
 		Variant: "opt-in-required",
-		Broken:  "invocations under an accepted contract are put through lock 2: once a contract has served, presenting it again without Allow-RCNS: true is refused as an unregistered pair (404)",
+		Broken:  "the originator's invocations under an accepted contract are put through lock 2: once a contract has served its originator, the originator presenting it again without Allow-RCNS: true is refused as an unregistered pair (404)",
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
 			if sid := presents(x); isAction(x) && sid != "" && x.Request.Header.Get("Allow-RCNS") != "true" {
-				if _, served := x.Memory.Load("served:" + sid); served {
+				if v, served := x.Memory.Load("served:" + sid); served && v == x.Request.Header.Get("Agent-ID") {
 					return agtp.ErrorResponse(404, "not-found", "sabotaged: no endpoint is registered for this method and path")
 				}
 			}
@@ -409,7 +411,7 @@ var agtpRCNSRules = []Rule{
 		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
 			if sid := presents(x); isAction(x) && sid != "" && r.Status < 300 {
-				x.Memory.Store("served:"+sid, true)
+				x.Memory.LoadOrStore("served:"+sid, x.Request.Header.Get("Agent-ID"))
 			}
 		},
 	},
@@ -535,12 +537,21 @@ var agtpRCNSRules = []Rule{
 	// Tier C resolution and contract scoping.
 	{
 		ID:     "agtp.rcns.contract.resolver-serves-active",
-		Broken: "has no Tier C resolver: a pair served only by an active contract is 404 unless presented",
+		Broken: "has no Tier C resolver: a pair served only by an active contract is 404 unless presented (Tier A/B endpoints and persisted syntheses are still served)",
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
-			if isPlain(x) {
-				return agtp.ErrorResponse(404, "not-found", "sabotaged: no resolver")
+			if isPlain(x) && !registered(x) {
+				if _, persisted := x.Memory.Load("persisted:" + x.Request.Method + " " + x.Request.Path); !persisted {
+					return agtp.ErrorResponse(404, "not-found", "sabotaged: no resolver")
+				}
 			}
 			return nil
+		},
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if x.Request.Method == "PROPOSE" && r.Status == 263 {
+				if res, _ := result(r); res["persistent"] == true {
+					x.Memory.Store("persisted:"+asString(res["method"])+" "+asString(res["path"]), true)
+				}
+			}
 		},
 	},
 	{
@@ -608,13 +619,14 @@ var agtpRCNSRules = []Rule{
 	// Release paths.
 	{
 		ID:     "agtp.rcns.release.caller-suspend",
-		Broken: "SUSPEND synthesis_id is acknowledged but the contract is never evicted",
+		Broken: "the originator's SUSPEND synthesis_id is acknowledged but the contract is never evicted",
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
-			if sid, _ := x.Params()["synthesis_id"].(string); x.Request.Method == "SUSPEND" && sid != "" {
+			if sid, _ := x.Params()["synthesis_id"].(string); x.Request.Method == "SUSPEND" && sid != "" && owner(x, sid) == x.Request.Header.Get("Agent-ID") {
 				return agtpOK(map[string]any{"status": 200, "result": map[string]any{"synthesis_id": sid, "released": true}})
 			}
 			return nil
 		},
+		AGTP: rememberOwner,
 	},
 	{
 		ID:     "agtp.rcns.release.caller-suspend-event",
@@ -675,12 +687,12 @@ var agtpRCNSRules = []Rule{
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
 			if isFloor(x, "REVOKE", "stale-contracts") && x.Params()["mode"] == "invalidate" {
 				x.SetParam("mode", "grandfather")
-				x.Memory.Store("asked-invalidate", true)
+				x.Memory.Store("asked-invalidate:"+x.Request.Header.Get("Request-ID"), true)
 			}
 			return nil
 		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if isFloor(x, "REVOKE", "stale-contracts") {
+			if _, asked := x.Memory.Load("asked-invalidate:" + x.Request.Header.Get("Request-ID")); asked && isFloor(x, "REVOKE", "stale-contracts") {
 				editSweep(r, func(e map[string]any) {
 					if e["disposition"] == "grandfathered" {
 						e["disposition"] = "evicted"
@@ -724,17 +736,28 @@ var agtpRCNSRules = []Rule{
 	},
 	{
 		ID:     "agtp.rcns.sweep.requires-inspect-all",
-		Broken: "does not check inspect:all before a sweep (modelled by granting it to every agent)",
+		Broken: "does not check inspect:all before a sweep: a sweep refused for the scope is run anyway (modelled by re-sending it as an operator the host knows)",
 		Config: func(c map[string]map[string]any) {
 			editTOML(c, func(doc map[string]any) {
 				agents, _ := doc["agents"].([]any)
-				for _, a := range agents {
-					if m, ok := a.(map[string]any); ok {
-						s, _ := m["scopes"].([]any)
-						m["scopes"] = append(s, "inspect:all")
-					}
-				}
+				doc["agents"] = append(agents, map[string]any{"agent_id": sabotageOperator, "name": "sabotage-operator",
+					"principal": "sabotage@example.test", "trust_tier": int64(1), "verification_path": "dns-anchored", "scopes": []any{"inspect:all"}})
 			})
+		},
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if !isFloor(x, "REVOKE", "stale-contracts") || (r.Status != 455 && r.Status != 262) {
+				return
+			}
+			req, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
+			if err != nil {
+				return
+			}
+			req.Header = x.Request.Header.Clone()
+			req.Header.Set("Agent-ID", sabotageOperator)
+			req.Header.Del("Authority-Scope")
+			if swept, err := x.Upstream(req); err == nil {
+				*r = *swept
+			}
 		},
 	},
 	{
@@ -956,9 +979,32 @@ var agtpRCNSRules = []Rule{
 	},
 }
 
-// isRefusal is an answer that issues nothing: any status from 300 up, and
-// 262 Authorization Required.
-func isRefusal(r *agtp.Response) bool { return r.Status == 262 || r.Status >= 300 }
+// sabotageOperator is the Agent-ID of the inspect:all holder a rule adds to
+// the host's identity documents.
+var sabotageOperator = fakeHash("sabotage-operator")
+
+// registered is a request for a pair the configuration lists as a Tier A/B
+// endpoint.
+func registered(x *AGTPExchange) bool {
+	src, _ := x.Config["agtp"]["toml"].(string)
+	var doc map[string]any
+	if toml.Unmarshal([]byte(src), &doc) != nil {
+		return false
+	}
+	eps, _ := doc["endpoints"].([]any)
+	for _, e := range eps {
+		if m, ok := e.(map[string]any); ok && m["method"] == x.Request.Method && m["path"] == x.Request.Path {
+			return true
+		}
+	}
+	return false
+}
+
+// isRefusal is an answer that issues nothing: any status from 300 up but a
+// 461 preview, and 262 Authorization Required.
+func isRefusal(r *agtp.Response) bool {
+	return r.Status == 262 || (r.Status >= 300 && r.Status != 461)
+}
 
 // callerLockClosed is a refusal of an action whose caller kept lock 2 or 3
 // closed: no Allow-RCNS: true, or an Authority-Scope claim.
