@@ -302,18 +302,18 @@ var agtpRCNSRules = []Rule{
 	},
 	{
 		ID:     "agtp.rcns.gate.scope-required",
-		Broken: "ignores the obtainability rule: a granted but unclaimed rcns:negotiate is 455 scope-exceeded",
+		Broken: "ignores the obtainability rule at the gate: a granted but unclaimed rcns:negotiate is 455 scope-exceeded",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if r.Status == 262 && agtpReason(r) == "scope-required" {
+			if isAction(x) && r.Status == 262 && agtpReason(r) == "scope-required" {
 				refuseAs(r, 455, "scope-exceeded")
 			}
 		},
 	},
 	{
 		ID:     "agtp.rcns.gate.scope-exceeded",
-		Broken: "ignores the obtainability rule: an ungranted rcns:negotiate is 262 scope-required",
+		Broken: "ignores the obtainability rule at the gate: an ungranted rcns:negotiate is 262 scope-required",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if r.Status == 455 && agtpReason(r) == "scope-exceeded" {
+			if isAction(x) && r.Status == 455 && agtpReason(r) == "scope-exceeded" {
 				refuseAs(r, 262, "scope-required")
 			}
 		},
@@ -324,15 +324,114 @@ var agtpRCNSRules = []Rule{
 		Config: overrideKnob("min_trust_tier", 3),
 	},
 	{
+		ID:      "agtp.rcns.gate.trust-tier-insufficient",
+		Variant: "boundary",
+		Broken:  "lock 4 is off by one: an agent exactly at min_trust_tier is refused trust-tier-insufficient (a configured minimum m of 2 or 3 is read as m-1)",
+		Config: func(c map[string]map[string]any) {
+			editTOML(c, func(doc map[string]any) {
+				if m, ok := rcnsKnobs(doc)["min_trust_tier"].(int64); ok && m >= 2 {
+					rcnsKnobs(doc)["min_trust_tier"] = m - 1
+				}
+			})
+		},
+	},
+	{
+		ID:      "agtp.rcns.gate.trust-tier-insufficient",
+		Variant: "inverted",
+		Broken:  "reads the trust scale upside down (3 most trusted): lock 4 refuses agents more trusted than min_trust_tier and admits less trusted ones (modelled by mirroring every tier and the configured minimum)",
+		Config: func(c map[string]map[string]any) {
+			editTOML(c, func(doc map[string]any) {
+				k := rcnsKnobs(doc)
+				if m, ok := k["min_trust_tier"].(int64); ok {
+					k["min_trust_tier"] = 4 - m
+				} else {
+					k["min_trust_tier"] = int64(3) // the mirror of the default 1
+				}
+				agents, _ := doc["agents"].([]any)
+				for _, a := range agents {
+					if m, ok := a.(map[string]any); ok {
+						if t, ok := m["trust_tier"].(int64); ok {
+							m["trust_tier"] = 4 - t
+						}
+					}
+				}
+			})
+		},
+	},
+	{
 		ID:     "agtp.rcns.gate.closed-lock-no-synthesis",
 		Broken: "a closed lock still synthesizes: the refusal names a fresh synthesis_id",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if isAction(x) && presents(x) == "" && r.Status >= 400 {
+			if isAction(x) && presents(x) == "" && isRefusal(r) {
 				if m := agtpJSON(r); m != nil {
 					m["synthesis_id"] = "syn_" + uuid.NewString()
 					setAGTPJSON(r, m)
 				}
 			}
+		},
+	},
+	{
+		ID:      "agtp.rcns.gate.closed-lock-no-synthesis",
+		Variant: "synthesizes-anyway",
+		Broken:  "a closed caller lock (opt-in absent or rcns:negotiate unclaimed) only shapes the answer: behind the refusal the host synthesizes the contract and binds it to the caller",
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if callerLockClosed(x, r) {
+				synthesizeBehind(x)
+			}
+		},
+	},
+	{
+		ID:      "agtp.rcns.gate.closed-lock-no-synthesis",
+		Variant: "runs-anyway",
+		Broken:  "a closed caller lock (opt-in absent or rcns:negotiate unclaimed) only shapes the answer: behind the refusal the host synthesizes, runs the action and releases the contract",
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if !callerLockClosed(x, r) {
+				return
+			}
+			if sid := synthesizeBehind(x); sid != "" {
+				body, _ := json.Marshal(map[string]any{"method": "SUSPEND", "parameters": map[string]any{"synthesis_id": sid, "reason": "sabotage"}})
+				if req, err := agtp.NewRequest("SUSPEND", "/", body); err == nil {
+					req.Header.Set("Agent-ID", x.Request.Header.Get("Agent-ID"))
+					_, _ = x.Upstream(req)
+				}
+			}
+		},
+	},
+	{
+		ID:      "agtp.rcns.gate.presented-contract-skips-gate",
+		Variant: "opt-in-required",
+		Broken:  "the originator's invocations under an accepted contract are put through lock 2: once a contract has served its originator, the originator presenting it again without Allow-RCNS: true is refused as an unregistered pair (404)",
+		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
+			if sid := presents(x); isAction(x) && sid != "" && x.Request.Header.Get("Allow-RCNS") != "true" {
+				if v, served := x.Memory.Load("served:" + sid); served && v == x.Request.Header.Get("Agent-ID") {
+					return agtp.ErrorResponse(404, "not-found", "sabotaged: no endpoint is registered for this method and path")
+				}
+			}
+			return nil
+		},
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if sid := presents(x); isAction(x) && sid != "" && r.Status < 300 {
+				x.Memory.LoadOrStore("served:"+sid, x.Request.Header.Get("Agent-ID"))
+			}
+		},
+	},
+	{
+		ID:      "agtp.rcns.gate.presented-contract-skips-gate",
+		Variant: "side-synthesis",
+		Broken:  "a presentation is served under the presented contract but also runs a gate evaluation that synthesizes a new contract for the caller (modelled on a sibling path, since the caller's live contract for the pair would resolve the same path)",
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if !isAction(x) || presents(x) == "" || r.Status >= 300 {
+				return
+			}
+			req, err := agtp.NewRequest(x.Request.Method, x.Request.Path+"-resynthesized", x.Request.Body)
+			if err != nil {
+				return
+			}
+			req.Header = x.Request.Header.Clone()
+			req.Header.Del("Contract-Synthesized")
+			req.Header.Del("Idempotency-Key")
+			req.Header.Set("Allow-RCNS", "true")
+			_, _ = x.Upstream(req)
 		},
 	},
 	{
@@ -438,12 +537,21 @@ var agtpRCNSRules = []Rule{
 	// Tier C resolution and contract scoping.
 	{
 		ID:     "agtp.rcns.contract.resolver-serves-active",
-		Broken: "has no Tier C resolver: a pair served only by an active contract is 404 unless presented",
+		Broken: "has no Tier C resolver: a pair served only by an active contract is 404 unless presented (Tier A/B endpoints and persisted syntheses are still served)",
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
-			if isPlain(x) {
-				return agtp.ErrorResponse(404, "not-found", "sabotaged: no resolver")
+			if isPlain(x) && !registered(x) {
+				if _, persisted := x.Memory.Load("persisted:" + x.Request.Method + " " + x.Request.Path); !persisted {
+					return agtp.ErrorResponse(404, "not-found", "sabotaged: no resolver")
+				}
 			}
 			return nil
+		},
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if x.Request.Method == "PROPOSE" && r.Status == 263 {
+				if res, _ := result(r); res["persistent"] == true {
+					x.Memory.Store("persisted:"+asString(res["method"])+" "+asString(res["path"]), true)
+				}
+			}
 		},
 	},
 	{
@@ -511,13 +619,14 @@ var agtpRCNSRules = []Rule{
 	// Release paths.
 	{
 		ID:     "agtp.rcns.release.caller-suspend",
-		Broken: "SUSPEND synthesis_id is acknowledged but the contract is never evicted",
+		Broken: "the originator's SUSPEND synthesis_id is acknowledged but the contract is never evicted",
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
-			if sid, _ := x.Params()["synthesis_id"].(string); x.Request.Method == "SUSPEND" && sid != "" {
+			if sid, _ := x.Params()["synthesis_id"].(string); x.Request.Method == "SUSPEND" && sid != "" && owner(x, sid) == x.Request.Header.Get("Agent-ID") {
 				return agtpOK(map[string]any{"status": 200, "result": map[string]any{"synthesis_id": sid, "released": true}})
 			}
 			return nil
 		},
+		AGTP: rememberOwner,
 	},
 	{
 		ID:     "agtp.rcns.release.caller-suspend-event",
@@ -578,12 +687,12 @@ var agtpRCNSRules = []Rule{
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
 			if isFloor(x, "REVOKE", "stale-contracts") && x.Params()["mode"] == "invalidate" {
 				x.SetParam("mode", "grandfather")
-				x.Memory.Store("asked-invalidate", true)
+				x.Memory.Store("asked-invalidate:"+x.Request.Header.Get("Request-ID"), true)
 			}
 			return nil
 		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if isFloor(x, "REVOKE", "stale-contracts") {
+			if _, asked := x.Memory.Load("asked-invalidate:" + x.Request.Header.Get("Request-ID")); asked && isFloor(x, "REVOKE", "stale-contracts") {
 				editSweep(r, func(e map[string]any) {
 					if e["disposition"] == "grandfathered" {
 						e["disposition"] = "evicted"
@@ -627,17 +736,28 @@ var agtpRCNSRules = []Rule{
 	},
 	{
 		ID:     "agtp.rcns.sweep.requires-inspect-all",
-		Broken: "does not check inspect:all before a sweep (modelled by granting it to every agent)",
+		Broken: "does not check inspect:all before a sweep: a sweep refused for the scope is run anyway (modelled by re-sending it as an operator the host knows)",
 		Config: func(c map[string]map[string]any) {
 			editTOML(c, func(doc map[string]any) {
 				agents, _ := doc["agents"].([]any)
-				for _, a := range agents {
-					if m, ok := a.(map[string]any); ok {
-						s, _ := m["scopes"].([]any)
-						m["scopes"] = append(s, "inspect:all")
-					}
-				}
+				doc["agents"] = append(agents, map[string]any{"agent_id": sabotageOperator, "name": "sabotage-operator",
+					"principal": "sabotage@example.test", "trust_tier": int64(1), "verification_path": "dns-anchored", "scopes": []any{"inspect:all"}})
 			})
+		},
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if !isFloor(x, "REVOKE", "stale-contracts") || (r.Status != 455 && r.Status != 262) {
+				return
+			}
+			req, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
+			if err != nil {
+				return
+			}
+			req.Header = x.Request.Header.Clone()
+			req.Header.Set("Agent-ID", sabotageOperator)
+			req.Header.Del("Authority-Scope")
+			if swept, err := x.Upstream(req); err == nil {
+				*r = *swept
+			}
 		},
 	},
 	{
@@ -646,6 +766,17 @@ var agtpRCNSRules = []Rule{
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
 			if isFloor(x, "REVOKE", "stale-contracts") && x.Params()["mode"] == nil {
 				x.SetParam("mode", "invalidate")
+			}
+			return nil
+		},
+	},
+	{
+		ID:      "agtp.rcns.sweep.default-mode",
+		Variant: "always-grandfather",
+		Broken:  "a sweep without a mode always grandfathers: on_policy_change = invalidate is ignored",
+		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
+			if isFloor(x, "REVOKE", "stale-contracts") && x.Params()["mode"] == nil {
+				x.SetParam("mode", "grandfather")
 			}
 			return nil
 		},
@@ -833,6 +964,107 @@ var agtpRCNSRules = []Rule{
 		Broken: "an unset min_trust_tier admits tier 2",
 		Config: defaultKnob("min_trust_tier", 2),
 	},
+	{
+		ID:      "agtp.rcns.config.default-min-tier-1",
+		Variant: "zero",
+		Broken:  "an unset min_trust_tier is read as 0 (a zero value), so lock 4 refuses every tier trust-tier-insufficient, tier 1 included",
+		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
+			if _, set := configuredKnob(x, "min_trust_tier"); set || !isGate(x) {
+				return nil
+			}
+			r := agtp.ErrorResponse(464, "trust-tier-insufficient", "sabotaged: trust tier is less trusted than this server's minimum 0")
+			r.Header.Set("RCNS-Attempt-Id", "att_"+uuid.NewString())
+			return r
+		},
+	},
+}
+
+// sabotageOperator is the Agent-ID of the inspect:all holder a rule adds to
+// the host's identity documents.
+var sabotageOperator = fakeHash("sabotage-operator")
+
+// registered is a request for a pair the configuration lists as a Tier A/B
+// endpoint.
+func registered(x *AGTPExchange) bool {
+	src, _ := x.Config["agtp"]["toml"].(string)
+	var doc map[string]any
+	if toml.Unmarshal([]byte(src), &doc) != nil {
+		return false
+	}
+	eps, _ := doc["endpoints"].([]any)
+	for _, e := range eps {
+		if m, ok := e.(map[string]any); ok && m["method"] == x.Request.Method && m["path"] == x.Request.Path {
+			return true
+		}
+	}
+	return false
+}
+
+// isRefusal is an answer that issues nothing: any status from 300 up but a
+// 461 preview, and 262 Authorization Required.
+func isRefusal(r *agtp.Response) bool {
+	return r.Status == 262 || (r.Status >= 300 && r.Status != 461)
+}
+
+// callerLockClosed is a refusal of an action whose caller kept lock 2 or 3
+// closed: no Allow-RCNS: true, or an Authority-Scope claim.
+func callerLockClosed(x *AGTPExchange, r *agtp.Response) bool {
+	if !isAction(x) || presents(x) != "" || !isRefusal(r) {
+		return false
+	}
+	return x.Request.Header.Get("Allow-RCNS") != "true" || x.Request.Header.Get("Authority-Scope") != ""
+}
+
+// synthesizeBehind has the host synthesize and accept a contract for the
+// request's pair as though the caller's locks were open, and returns its
+// synthesis_id ("" when the host issued none).
+func synthesizeBehind(x *AGTPExchange) string {
+	req, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
+	if err != nil {
+		return ""
+	}
+	req.Header = x.Request.Header.Clone()
+	req.Header.Del("Authority-Scope")
+	req.Header.Del("Idempotency-Key")
+	req.Header.Set("Allow-RCNS", "true")
+	r, err := x.Upstream(req)
+	if err != nil {
+		return ""
+	}
+	if r.Status >= 200 && r.Status < 300 {
+		return r.Header.Get("Contract-Synthesized")
+	}
+	sid, _ := agtpJSON(r)["synthesis_id"].(string)
+	if r.Status != 461 || sid == "" {
+		return ""
+	}
+	acc, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
+	if err != nil {
+		return ""
+	}
+	acc.Header = x.Request.Header.Clone()
+	acc.Header.Del("Authority-Scope")
+	acc.Header.Del("Idempotency-Key")
+	acc.Header.Del("Allow-RCNS")
+	acc.Header.Set("Contract-Synthesized", sid)
+	if _, err := x.Upstream(acc); err != nil {
+		return ""
+	}
+	return sid
+}
+
+// configuredKnob reads a [policies.rcns] knob from the configuration the
+// scenario asked for.
+func configuredKnob(x *AGTPExchange, name string) (any, bool) {
+	src, _ := x.Config["agtp"]["toml"].(string)
+	var doc map[string]any
+	if toml.Unmarshal([]byte(src), &doc) != nil {
+		return nil, false
+	}
+	pol, _ := doc["policies"].(map[string]any)
+	k, _ := pol["rcns"].(map[string]any)
+	v, ok := k[name]
+	return v, ok
 }
 
 // evictToo makes an invalidating sweep also evict, and report evicted, the

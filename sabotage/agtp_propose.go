@@ -164,6 +164,18 @@ var agtpProposeRules = []Rule{
 		},
 	},
 	{
+		ID:      "agtp.propose.eval.method-459",
+		Variant: "custom-ignored",
+		Broken:  "ignores policies.methods: a custom method the operator declared is 459 as though outside the catalog",
+		Config: func(c map[string]map[string]any) {
+			editTOML(c, func(doc map[string]any) {
+				if pol, ok := doc["policies"].(map[string]any); ok {
+					delete(pol, "methods")
+				}
+			})
+		},
+	},
+	{
 		ID:     "agtp.propose.eval.path-460",
 		Broken: "a proposed path outside the grammar is a generic 400",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {

@@ -29,10 +29,12 @@ Feature: Attribution-Record extension fields
   Scenario Outline: contract_hash is 64 lowercase hex and stable across invocations [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is 461
-    When "alice" sends BOOK /room/{room} presenting the contract 3 times
+    When "alice" accepts the preview
+    And "alice" sends BOOK /room/{room} presenting the contract 3 times
     Then every contract_hash seen is 64 lowercase hex, the same each time, and equal to the previewed one
 
     Examples:
@@ -52,6 +54,10 @@ Feature: Attribution-Record extension fields
     When "alice" sends QUOTE /quote
     Then the response status is 200
     And the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin
+    When "alice" sends CREATE /room?id={room2}
+    Then the response status is 200
+    And the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin
+    And the room record {room2} exists
 
     Examples:
       | transport          |

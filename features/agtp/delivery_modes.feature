@@ -56,6 +56,7 @@ Feature: Delivery modes
   Scenario Outline: A preview is bound to the agent it was issued to [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
@@ -63,8 +64,7 @@ Feature: Delivery modes
     When "bob" sends BOOK /room/{room} presenting the contract
     Then the response status is 464 with reason contract-not-yours
     And the room record {room} does not exist
-    When "alice" sends BOOK /room/{room} presenting the contract
-    Then the response is served under the contract
+    When "alice" accepts the preview
 
     Examples:
       | transport          |

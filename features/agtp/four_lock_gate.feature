@@ -69,6 +69,7 @@ Feature: The four-lock dispatcher gate
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets min_trust_tier = 2
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier <tier> and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is <answer>
@@ -80,25 +81,46 @@ Feature: The four-lock dispatcher gate
       | 2    | 461                                      | TLS 1.3            |
       | 1    | 461                                      | plaintext loopback |
 
+  # "holds no contract" is shown decisive by a control contract the suite's
+  # own agent obtains through the gate, so it needs the policy lock open;
+  # with the policy lock closed no contract can exist at all, and the
+  # refusal itself and the unexecuted action are what is observed.
   @req:agtp.rcns.gate.closed-lock-no-synthesis @profile:agtp-rcns
   Scenario Outline: A closed lock synthesizes nothing (<lock>) [<transport>]
     Given an AGTP server reached over <transport>
-    And its [policies.rcns] sets enabled = <enabled>
+    And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets min_trust_tier = 2
     And agent "alice" has trust tier <tier> and is granted "<grant>"
     When "alice" sends BOOK /room/{room} <how>
-    Then the response names no synthesis_id
+    Then the answer is the <lock> lock's refusal
+    And the response names no synthesis_id
     And "alice" holds no contract
     And the room record {room} does not exist
 
     Examples:
-      | lock          | enabled | tier | grant                   | how                                                   | transport          |
-      | server policy | false   | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | TLS 1.3            |
-      | opt-in        | true    | 1    | rooms:*, rcns:negotiate | without Allow-RCNS                                    | plaintext loopback |
-      | scope claim   | true    | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true claiming "rooms:read, rooms:write" | TLS 1.3            |
-      | scope grant   | true    | 1    | rooms:*                 | with Allow-RCNS: true                                 | plaintext loopback |
-      | trust tier    | true    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | TLS 1.3            |
-      | trust tier    | true    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                 | plaintext loopback |
+      | lock          | tier | grant                   | how                                                     | transport          |
+      | opt-in        | 1    | rooms:*, rcns:negotiate | without Allow-RCNS                                      | plaintext loopback |
+      | opt-in        | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: false                                  | TLS 1.3            |
+      | scope claim   | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true claiming "rooms:read, rooms:write" | TLS 1.3            |
+      | scope claim   | 1    | rooms:*, rcns:negotiate | with Allow-RCNS: true claiming "rooms:*"                | plaintext loopback |
+      | scope grant   | 1    | rooms:*                 | with Allow-RCNS: true                                   | plaintext loopback |
+      | trust tier    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                   | TLS 1.3            |
+      | trust tier    | 3    | rooms:*, rcns:negotiate | with Allow-RCNS: true                                   | plaintext loopback |
+
+  @req:agtp.rcns.gate.closed-lock-no-synthesis @profile:agtp-rcns
+  Scenario Outline: A closed server policy lock synthesizes nothing [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = false
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the answer is the server policy lock's refusal
+    And the response names no synthesis_id
+    And the room record {room} does not exist
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
 
   @req:agtp.rcns.gate.presented-contract-skips-gate @profile:agtp-rcns
   Scenario Outline: A presented contract is served without a new synthesis (<how>) [<transport>]
@@ -123,10 +145,11 @@ Feature: The four-lock dispatcher gate
     And its [policies.rcns] sets enabled = false
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
-    Then the response status is 464 with reason rcns-disabled
+    Then the answer is the server policy lock's refusal
     And the response carries a fresh RCNS-Attempt-Id
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
-    Then the response carries a fresh RCNS-Attempt-Id
+    Then the answer is the server policy lock's refusal
+    And the response carries a fresh RCNS-Attempt-Id
 
     Examples:
       | transport          |
@@ -137,15 +160,16 @@ Feature: The four-lock dispatcher gate
   Scenario Outline: A 464 on lock 4 or on contract resolution carries an RCNS-Attempt-Id [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets min_trust_tier = 1
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "trudy" has trust tier 2 and is granted "rooms:*, rcns:negotiate"
     When "trudy" sends BOOK /room/{room2} with Allow-RCNS: true
-    Then the response status is 464 with reason trust-tier-insufficient
+    Then the answer is the trust tier lock's refusal
     And the response carries a fresh RCNS-Attempt-Id
     Given "alice" holds an active contract for BOOK /room/{room}
     When "bob" sends BOOK /room/{room} presenting the contract
-    Then the response status is 464 with reason contract-not-yours
+    Then the answer is the contract-not-yours refusal
     And the response carries a fresh RCNS-Attempt-Id
 
     Examples:

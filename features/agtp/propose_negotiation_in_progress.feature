@@ -30,8 +30,7 @@ Feature: Negotiation in progress
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    When "alice" proposes BOOK /suite/{suite}
-    Then the response status is 261 with a proposal_id
+    And "alice" has a proposal awaiting review for BOOK /suite/{suite}
     When "ops" <decision> the proposal
     And "alice" polls the proposal until it is decided
     Then <outcome>

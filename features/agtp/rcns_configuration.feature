@@ -37,6 +37,7 @@ Feature: RCNS configuration defaults
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And its [policies.rcns] leaves min_trust_tier unset
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier <tier> and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is <answer>

@@ -110,14 +110,14 @@ Feature: The RCNS inventory
     And its [policies.rcns] sets min_trust_tier = 2
     And agent "alice" has trust tier 3 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
-    Then the response status is 464 with reason <reason>
+    Then the answer is the <lock> lock's refusal
     When "alice" inspects the RCNS attempt of that answer
     Then the attempt record names status 464, reason <reason> and BOOK /room/{room}
     And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
 
     Examples:
-      | enabled | reason                  | transport          |
-      | true    | trust-tier-insufficient | TLS 1.3            |
-      | true    | trust-tier-insufficient | plaintext loopback |
-      | false   | rcns-disabled           | TLS 1.3            |
-      | false   | rcns-disabled           | plaintext loopback |
+      | enabled | lock          | reason                  | transport          |
+      | true    | trust tier    | trust-tier-insufficient | TLS 1.3            |
+      | true    | trust tier    | trust-tier-insufficient | plaintext loopback |
+      | false   | server policy | rcns-disabled           | TLS 1.3            |
+      | false   | server policy | rcns-disabled           | plaintext loopback |

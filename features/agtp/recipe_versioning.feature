@@ -10,14 +10,14 @@ Feature: Recipe versioning
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "confirm-first"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is 461
     And the AGTP field "recipe_lineage.recipe_name" is "room-booking"
     And the AGTP field "recipe_lineage.recipe_version" is "1"
-    When "alice" sends BOOK /room/{room} presenting the contract
-    Then the response is served under the contract
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When "alice" accepts the preview
+    And the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
     And "alice" inspects the contract
     Then the AGTP field "recipe_lineage.recipe_version" is "1"
 
@@ -56,9 +56,11 @@ Feature: Recipe versioning
     When "alice" proposes BOOK /room/{room} remembered as "old"
     Then the AGTP field "recipe_lineage.recipe_version" is "1"
     When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
-    And "alice" proposes BOOK /room/{room} remembered as "new"
-    Then the response carries a synthesis_id other than contract "old"'s
+    And "alice" proposes BOOK /room/{room}
+    Then the response is a 263 for BOOK /room/{room}
+    And the response carries a synthesis_id other than contract "old"'s
     And the AGTP field "recipe_lineage.recipe_version" is "2"
+    And the contract is remembered as "new"
     When "alice" sends BOOK /room/{room} presenting contract "old"
     Then the response is served under contract "old"
     And the response status is 201

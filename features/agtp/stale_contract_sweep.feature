@@ -93,10 +93,12 @@ Feature: Stale contract sweep
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room} remembered as "drifted"
     And "alice" holds an active contract for SCHEDULE /slot/{slot}
     When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
-    Then the sweep reports the contract as neither grandfathered nor evicted
+    Then the sweep reports contract "drifted" as evicted
+    And the sweep reports the contract as neither grandfathered nor evicted
     When "alice" sends SCHEDULE /slot/{slot} presenting the contract
     Then the response is served under the contract
 
@@ -134,7 +136,7 @@ Feature: Stale contract sweep
     And "alice" holds an active contract for BOOK /room/{room}
     When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
     And "alice" sends REVOKE target=stale-contracts mode=invalidate actor=alice
-    Then the response refuses for lack of scope inspect:all
+    Then the response status is 455 with reason scope-exceeded naming scope inspect:all
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 

@@ -19,6 +19,47 @@ import (
 // SeamPrefix is where a host mounts its AGTP seams on its HTTP listener.
 const SeamPrefix = "/conformance/seams/agtp/"
 
+// The preconditions AGTP setups establish (scenarios/agtp.toml
+// [[precondition]]); a host failure while establishing one blocks a
+// scenario that does not itself witness the requirements it relies on.
+const (
+	// preContract is the fallback of the "holds an active contract" setup;
+	// the steps below name the precise stage that failed.
+	preContract = "agtp.precondition.active-contract"
+	// prePreviewed: an opted-in request in confirm-first mode is answered
+	// 461 naming a synthesis_id.
+	prePreviewed = "agtp.precondition.contract-previewed"
+	// preAccepted: re-issuing the request presenting the previewed
+	// synthesis_id is served under it.
+	preAccepted = "agtp.precondition.contract-accepted"
+	// preOptimistic: an opted-in request in optimistic mode is served
+	// under a contract named in Contract-Synthesized.
+	preOptimistic = "agtp.precondition.contract-optimistic"
+	// preListing: DISCOVER /contracts answers the caller's listing.
+	preListing = "agtp.precondition.contracts-listing"
+	// preRoomRead: the Tier A endpoints CREATE /room and FETCH /room write
+	// and read a room record.
+	preRoomRead = "agtp.precondition.room-read"
+	// preCeiling: gate evaluations past rate_limit_per_minute are 429.
+	preCeiling = "agtp.precondition.gate-ceiling"
+	// preApproved: a wrapped PROPOSE the policy allows is approved 263.
+	preApproved = "agtp.precondition.proposal-approved"
+	// preAttempt: a 464 carries an RCNS-Attempt-Id.
+	preAttempt = "agtp.precondition.attempt-id"
+	// prePending: a PROPOSE for a pair under operator review is answered
+	// 261 with a proposal_id.
+	prePending = "agtp.precondition.proposal-pending"
+	// preLock*: a request with one lock closed gets that lock's refusal.
+	preLockPolicy = "agtp.precondition.lock-policy-closed"
+	preLockOptIn  = "agtp.precondition.lock-opt-in-closed"
+	preLockClaim  = "agtp.precondition.lock-scope-claim-closed"
+	preLockGrant  = "agtp.precondition.lock-scope-grant-closed"
+	preLockTier   = "agtp.precondition.lock-trust-tier-closed"
+	// preNotYours: another agent presenting a contract is refused 464
+	// contract-not-yours.
+	preNotYours = "agtp.precondition.refused-not-yours"
+)
+
 // options are what a "sends" step adds to the request.
 type options struct {
 	allow   *string // Allow-RCNS value; nil: no header
@@ -27,6 +68,10 @@ type options struct {
 	idemKey string
 	times   int
 	params  map[string]any
+	// aside keeps the exchange out of what checks assert on and out of
+	// the scenario's memory of contracts (a read or a control the suite
+	// makes on the side).
+	aside bool
 }
 
 // send performs one exchange as agent, records it as the scenario's last
@@ -53,7 +98,7 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	body, _ := json.Marshal(map[string]any{"method": method, "task_id": taskID, "parameters": params})
 	req, err := wire.NewRequest(method, target, body)
 	if err != nil {
-		return nil, steps.Fault("%v", err)
+		return nil, steps.Fault("cannot build the AGTP request %s %s: %v", method, target, err)
 	}
 	req.Header.Set("Agent-ID", a.id)
 	req.Header.Set("Content-Type", wire.MediaType)
@@ -83,6 +128,12 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	r := sent
 	r.Status, r.Header, r.Body = resp.Status, http.Header(resp.Header), resp.Body
 	w.Observe(r)
+	if o.allow != nil && *o.allow == "true" && o.present == "" {
+		s.gateEvals[agentName]++
+	}
+	if o.aside {
+		return r, nil
+	}
 	w.SetLast(r)
 	s.observeAs(agentName, r)
 	if o.idemKey != "" {
@@ -111,6 +162,10 @@ func defaultParams(target string, salt string) map[string]any {
 // 263's synthesis_id (session-bound unless the 263 says persistent).
 func (s *state) observeAs(agentName string, r *steps.Response) {
 	doc, _ := r.JSON()
+	if r.Status == 461 {
+		sid, _ := field(doc, "synthesis_id").(string)
+		s.preview = preview{agent: agentName, method: r.Method, target: r.URL, sid: sid}
+	}
 	if r.Status == 461 && doc != nil {
 		if sid, _ := field(doc, "synthesis_id").(string); sid != "" {
 			s.noteIssued(sid)
@@ -125,9 +180,6 @@ func (s *state) observeAs(agentName string, r *steps.Response) {
 			s.noteIssued(sid)
 			s.current = sid
 		}
-	}
-	if id := r.Header.Get("RCNS-Attempt-Id"); id != "" {
-		s.lastAttempt = id
 	}
 	if r.Method != "PROPOSE" && r.Method != "QUERY" {
 		return
@@ -226,28 +278,66 @@ func parseTail(s *state, tail string) (options, error) {
 
 func ptr(s string) *string { return &s }
 
-// holdContract has agent obtain an active contract for the pair through the
-// gate: opted in, accepting a confirm-first preview by re-issuing the
-// request with Contract-Synthesized.
-func holdContract(ctx context.Context, agentName, method, target, name string) error {
+// obtain has agent obtain an active contract for the pair through the gate:
+// opted in, accepting a confirm-first preview by re-issuing the request
+// with Contract-Synthesized; an optimistic success is the contract itself.
+// A failure names the stage that failed as a precondition. aside keeps the
+// exchanges out of the scenario's memory (the control agent's contract).
+func obtain(ctx context.Context, agentName, method, target string, aside bool) (string, error) {
 	w, s := steps.From(ctx), st(ctx)
-	target = s.expand(target)
-	s.current = ""
-	r, err := send(ctx, agentName, method, target, options{allow: ptr("true")})
+	r, err := send(ctx, agentName, method, target, options{allow: ptr("true"), aside: aside})
+	if err != nil {
+		return "", steps.Precondition(issuing(s), err)
+	}
+	switch {
+	case r.Status == 461:
+		doc, _ := r.JSON()
+		sid, _ := field(doc, "synthesis_id").(string)
+		if err := w.Assert(sid != "", "%q was previewed a contract for %s %s but the 461 names no synthesis_id: %s", agentName, method, target, r); err != nil {
+			return "", steps.Precondition(prePreviewed, err)
+		}
+		r2, err := send(ctx, agentName, method, target, options{present: sid, aside: aside})
+		if err != nil {
+			return "", steps.Precondition(preAccepted, err)
+		}
+		ok, why := servedUnder(r2, sid)
+		if err := w.Assert(ok, "%q re-issued %s %s presenting its previewed contract %s and was not served under it (%s): %s", agentName, method, target, sid, why, r2); err != nil {
+			return "", steps.Precondition(preAccepted, err)
+		}
+		return sid, nil
+	case is2xx(r):
+		sid := r.Header.Get("Contract-Synthesized")
+		ok, why := servedUnder(r, sid)
+		if err := w.Assert(sid != "" && ok, "%q's opted-in %s %s succeeded but not under a contract named in Contract-Synthesized (%s): %s", agentName, method, target, why, r); err != nil {
+			return "", steps.Precondition(preOptimistic, err)
+		}
+		return sid, nil
+	default:
+		return "", steps.Precondition(issuing(s), w.Assert(false,
+			"%q could not obtain a contract for %s %s through the gate: an opted-in request was answered neither a 461 preview nor a success carrying Contract-Synthesized: %s", agentName, method, target, r))
+	}
+}
+
+// issuing is the precondition an opted-in request that issues no contract
+// fails: the delivery mode the scenario configured.
+func issuing(s *state) string {
+	if s.knobs["mode"] == `"optimistic"` {
+		return preOptimistic
+	}
+	return prePreviewed
+}
+
+// holdContract has agent obtain an active contract for the pair and makes
+// it "the contract" (and, named, a remembered one).
+func holdContract(ctx context.Context, agentName, method, target, name string) error {
+	s := st(ctx)
+	sid, err := obtain(ctx, agentName, method, s.expand(target), false)
 	if err != nil {
 		return err
 	}
-	if r.Status == 461 && s.current != "" {
-		if r, err = send(ctx, agentName, method, target, options{present: s.current}); err != nil {
-			return err
-		}
-	}
-	ok, why := servedUnder(r, s.current)
-	if err := w.Assert(s.current != "" && ok, "%q could not obtain a contract for %s %s through the gate (%s): %s", agentName, method, target, why, r); err != nil {
-		return err
-	}
+	s.current = sid
 	if name != "" {
-		s.named[name] = s.current
+		s.named[name] = sid
 	}
 	return nil
 }
@@ -275,8 +365,46 @@ func registerActions(c *steps.Catalog) {
 		}
 		return nil
 	})
-	c.When(`^"([a-z]+)" holds an active contract for ([A-Z]+) (/\S+?)(?: remembered as "([a-z]+)")?$`, func(ctx context.Context, who, method, target, name string) error {
+	c.Setup(preContract, `^"([a-z]+)" holds an active contract for ([A-Z]+) (/\S+?)(?: remembered as "([a-z]+)")?$`, func(ctx context.Context, who, method, target, name string) error {
 		return holdContract(ctx, who, method, target, name)
+	})
+	c.Setup(preAccepted, `^"([a-z]+)" accepts the preview$`, func(ctx context.Context, who string) error {
+		w, s := steps.From(ctx), st(ctx)
+		p := s.preview
+		if p.method == "" {
+			return steps.Fault("no 461 preview was issued to accept")
+		}
+		if p.sid == "" {
+			return steps.Precondition(prePreviewed, w.Assert(false, "the 461 preview for %s %s named no synthesis_id to accept", p.method, p.target))
+		}
+		r, err := send(ctx, who, p.method, p.target, options{present: p.sid})
+		if err != nil {
+			return err
+		}
+		ok, why := servedUnder(r, p.sid)
+		return w.Assert(ok, "%q re-issued %s %s presenting the previewed contract %s and was not served under it (%s): %s", who, p.method, p.target, p.sid, why, r)
+	})
+	c.Setup(preCeiling, `^"([a-z]+)" has reached its RCNS gate ceiling$`, func(ctx context.Context, who string) error {
+		w, s := steps.From(ctx), st(ctx)
+		limit, err := strconv.Atoi(s.knobs["rate_limit_per_minute"])
+		if err != nil || limit <= 0 {
+			return steps.Fault("the scenario sets no rate_limit_per_minute")
+		}
+		for s.gateEvals[who] < limit {
+			n := s.gateEvals[who] + 1
+			r, err := send(ctx, who, "BOOK", s.expand("/room/{fresh}"), options{allow: ptr("true"), aside: true})
+			if err != nil {
+				return err
+			}
+			if err := w.Assert(r.Status != 429, "gate evaluation %d of %q was rate limited under a ceiling of %d a minute: %s", n, who, limit, r); err != nil {
+				return err
+			}
+		}
+		r, err := send(ctx, who, "BOOK", s.expand("/room/{fresh}"), options{allow: ptr("true"), aside: true})
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status == 429, "gate evaluation %d of %q, past its ceiling of %d a minute, was not refused 429: %s", s.gateEvals[who], who, limit, r)
 	})
 	c.When(`^"([a-z]+)" sends (\d+) gate requests? for fresh rooms$`, func(ctx context.Context, who string, n int) error {
 		w, s := steps.From(ctx), st(ctx)
@@ -356,7 +484,7 @@ func registerActions(c *steps.Catalog) {
 		case <-time.After(time.Until(at.Add(time.Duration(ttl)*time.Second + 500*time.Millisecond))):
 			return nil
 		case <-ctx.Done():
-			return ctx.Err()
+			return steps.Fault("the run was interrupted while waiting out the contract's TTL: %v", ctx.Err())
 		}
 	})
 	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes rooms-v2\.put and answers (\d+)$`, func(ctx context.Context, name, version string, status int) error {

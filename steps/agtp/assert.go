@@ -104,25 +104,26 @@ func scopeNamed(doc map[string]any, token string) bool {
 	return strings.Contains(r, "scope: "+token) || strings.Contains(r, "scope:"+token)
 }
 
-// attribution decodes the Attribution-Record header's JWS payload.
-func attribution(r *steps.Response) (map[string]any, error) {
+// attribution decodes the Attribution-Record header's JWS payload; when it
+// cannot, it says why (for a failure message) and returns no payload.
+func attribution(r *steps.Response) (map[string]any, string) {
 	jws := r.Header.Get("Attribution-Record")
 	if jws == "" {
-		return nil, fmt.Errorf("no Attribution-Record header")
+		return nil, "no Attribution-Record header"
 	}
 	parts := strings.Split(jws, ".")
 	if len(parts) != 3 {
-		return nil, fmt.Errorf("Attribution-Record is not a compact JWS (header.payload.signature): %.80s", jws)
+		return nil, fmt.Sprintf("Attribution-Record is not a compact JWS (header.payload.signature): %.80s", jws)
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "="))
 	if err != nil {
-		return nil, fmt.Errorf("Attribution-Record payload is not base64url: %v", err)
+		return nil, fmt.Sprintf("Attribution-Record payload is not base64url: %v", err)
 	}
 	var p map[string]any
 	if err := json.Unmarshal(raw, &p); err != nil || p == nil {
-		return nil, fmt.Errorf("Attribution-Record payload is not a JSON object: %v", err)
+		return nil, fmt.Sprintf("Attribution-Record payload is not a JSON object: %v", err)
 	}
-	return p, nil
+	return p, ""
 }
 
 func is2xx(r *steps.Response) bool { return r.Status >= 200 && r.Status < 300 }
@@ -139,7 +140,7 @@ func servedUnder(r *steps.Response, sid string) (bool, string) {
 	if r.Header.Get("Contract-Synthesized") == sid {
 		return true, ""
 	}
-	if a, err := attribution(r); err == nil && a["synthesis_id"] == sid {
+	if a, _ := attribution(r); a != nil && a["synthesis_id"] == sid {
 		return true, ""
 	}
 	return false, "neither Contract-Synthesized nor the Attribution-Record names " + sid
@@ -221,6 +222,21 @@ func registerAssertions(c *steps.Catalog) {
 		r, _ := w.LastResponse()
 		return w.Assert(scopeNamed(doc, scope), "the refusal does not name scope %s (error.scope, scope, or the reason's argument): %s", scope, r)
 	})
+	c.Then(`^the answer is the (server policy|opt-in|scope claim|scope grant|trust tier) lock's refusal$`, func(ctx context.Context, lock string) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		lr := lockRefusals[lock]
+		return steps.Precondition(lr.pre, w.Assert(refusedAs(r, lr.statuses, lr.reason), "expected the closed %s lock's refusal (%s): %s", lock, lr.want(), r))
+	})
+	c.Then(`^the answer is the contract-not-yours refusal$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		return steps.Precondition(preNotYours, w.Assert(refusedAs(r, []int{464}, "contract-not-yours"), "expected 464 contract-not-yours for another agent's contract: %s", r))
+	})
 	c.Then(`^the response status is not (\d+)$`, func(ctx context.Context, status int) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
@@ -281,36 +297,28 @@ func registerAssertions(c *steps.Catalog) {
 			return err
 		}
 		doc, _ := r.JSON()
+		var named []string
 		for _, o := range objects(doc) {
 			if sid, ok := o["synthesis_id"]; ok {
-				return w.Assert(false, "the refusal names synthesis_id %v: %s", sid, r)
+				named = append(named, steps.Text(sid))
 			}
 		}
-		return w.Assert(true, "")
+		return w.Assert(len(named) == 0, "the refusal names synthesis_id %v: %s", named, r)
 	})
-	c.Then(`^"([a-z]+)" holds (no|exactly one) contracts?$`, func(ctx context.Context, who, how string) error {
-		w := steps.From(ctx)
-		prev := w.Last()
-		r, err := floor(ctx, who, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
-		w.SetLast(prev)
+	c.Then(`^"([a-z]+)" holds no contract$`, holdsNone)
+	c.Then(`^"([a-z]+)" holds exactly one contract$`, func(ctx context.Context, who string) error {
+		w, s := steps.From(ctx), st(ctx)
+		if s.current == "" {
+			return steps.Fault("no contract has been issued yet")
+		}
+		r, ids, err := listing(ctx, who)
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(r.Status == 200, "DISCOVER /contracts: %s", r); err != nil {
-			return err
+		if !ids[s.current] {
+			return steps.Precondition(preListing, w.Assert(false, "DISCOVER /contracts does not list %q's contract %s, under which a request was just served: %s", who, s.current, r))
 		}
-		doc, _ := r.JSON()
-		ids := map[string]bool{}
-		for _, o := range objects(doc) {
-			if sid, ok := o["synthesis_id"].(string); ok {
-				ids[sid] = true
-			}
-		}
-		want := 0
-		if how == "exactly one" {
-			want = 1
-		}
-		return w.Assert(len(ids) == want, "expected %s contract for %q, DISCOVER /contracts lists %d: %s", how, who, len(ids), r)
+		return w.Assert(len(ids) == 1, "expected exactly one contract for %q (%s), DISCOVER /contracts lists %d: %v: %s", who, s.current, len(ids), keys(ids), r)
 	})
 	c.Then(`^the response is a 461 contract preview for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, target string) error {
 		w, s, r, err := last(ctx)
@@ -408,11 +416,16 @@ func registerAssertions(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if r.Status == 404 {
-			return w.Assert(true, "")
+		// 404 when the release evicted the contract (it is unknown now),
+		// 464 contract-revoked when the host keeps it as released
+		// (agtp-rcns.txt, Contract Scoping and Lifecycle).
+		doc, _ := r.JSON()
+		reason, where := reasonOf(doc)
+		if where != "" {
+			notePlacement(where)
 		}
-		_, err = expectReason(w, 464, "contract-revoked")
-		return err
+		ok := r.Status == 404 || (r.Status == 464 && (reason == "contract-revoked" || strings.HasPrefix(reason, "contract-revoked ")))
+		return w.Assert(ok, "expected the released contract refused 404 or 464 contract-revoked: %s", r)
 	})
 	c.Then(`^the response is a success carrying Contract-Synthesized$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
@@ -426,16 +439,18 @@ func registerAssertions(c *steps.Catalog) {
 	})
 	c.Then(`^the room record (\S+) (exists|does not exist)$`, func(ctx context.Context, id, how string) error {
 		w, s := steps.From(ctx), st(ctx)
-		prev := w.Last()
-		r, err := send(ctx, readerName, "FETCH", "/room?id="+s.expand(id), options{params: map[string]any{}})
-		w.SetLast(prev)
+		if err := readerControl(ctx); err != nil {
+			return err
+		}
+		id = s.expand(id)
+		r, err := readRoom(ctx, id)
 		if err != nil {
 			return err
 		}
 		if how == "exists" {
-			return w.Assert(r.Status == 200, "the Tier A read FETCH /room?id=%s did not find the record the action writes: %s", s.expand(id), r)
+			return w.Assert(r.Status == 200, "the Tier A read FETCH /room?id=%s did not find the record the action writes: %s", id, r)
 		}
-		return w.Assert(r.Status == 404, "the Tier A read FETCH /room?id=%s found a record, so the action ran: %s", s.expand(id), r)
+		return w.Assert(r.Status == 404, "the Tier A read FETCH /room?id=%s found a record, so the action ran: %s", id, r)
 	})
 	c.Then(`^the response body carries scope rcns$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
@@ -449,13 +464,6 @@ func registerAssertions(c *steps.Catalog) {
 		e, _ := doc["error"].(map[string]any)
 		return w.Assert(doc["scope"] == "rcns" || (e != nil && e["scope"] == "rcns"), "the 429 body has no scope rcns (top level or in error): %s", r)
 	})
-	c.Then(`^the response refuses for lack of scope inspect:all$`, func(ctx context.Context) error {
-		w, _, r, err := last(ctx)
-		if err != nil {
-			return err
-		}
-		return w.Assert(r.Status == 262 || r.Status == 403 || r.Status == 455, "expected an authority refusal (262, 403 or 455): %s", r)
-	})
 	c.Then(`^the Attribution-Record carries the contract's synthesis_id, a contract_hash and negotiation_origin "([a-z-]+)"$`, func(ctx context.Context, origin string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {
@@ -464,8 +472,8 @@ func registerAssertions(c *steps.Catalog) {
 		if err := w.Assert(is2xx(r), "expected an action served under the contract: %s", r); err != nil {
 			return err
 		}
-		a, err := attribution(r)
-		if err := w.Assert(err == nil, "%v: %s", err, r); err != nil {
+		a, why := attribution(r)
+		if err := w.Assert(a != nil, "%s: %s", why, r); err != nil {
 			return err
 		}
 		var problems []string
@@ -488,8 +496,8 @@ func registerAssertions(c *steps.Catalog) {
 		if err := w.Assert(is2xx(r), "expected a Tier A/B success: %s", r); err != nil {
 			return err
 		}
-		a, err := attribution(r)
-		if err := w.Assert(err == nil, "%v: %s", err, r); err != nil {
+		a, why := attribution(r)
+		if err := w.Assert(a != nil, "%s: %s", why, r); err != nil {
 			return err
 		}
 		var present []string
@@ -510,8 +518,8 @@ func registerAssertions(c *steps.Catalog) {
 			return steps.Fault("no invocations were sent")
 		}
 		for i, r := range s.batch {
-			a, err := attribution(r)
-			if err := w.Assert(err == nil && is2xx(r), "invocation %d: %v: %s", i+1, err, r); err != nil {
+			a, why := attribution(r)
+			if err := w.Assert(a != nil && is2xx(r), "invocation %d: %s: %s", i+1, why, r); err != nil {
 				return err
 			}
 			h, _ := a["contract_hash"].(string)
@@ -530,6 +538,7 @@ func registerAssertions(c *steps.Catalog) {
 			return err
 		}
 		var seen []string
+		found := false
 		for _, o := range objects(doc) {
 			if o["type"] != "rcns_release" && o["event"] != "rcns_release" {
 				continue
@@ -549,10 +558,10 @@ func registerAssertions(c *steps.Catalog) {
 			b, _ := json.Marshal(ev)
 			seen = append(seen, string(b))
 			if (reason == "" || ev["reason"] == reason) && (actor == "" || ev["actor"] == actor) {
-				return w.Assert(true, "")
+				found = true
 			}
 		}
-		return w.Assert(false, "no rcns_release event for %s with reason %q and actor %q; rcns_release events for it: %v: %s", sid, reason, actor, seen, r)
+		return w.Assert(found, "no rcns_release event for %s with reason %q and actor %q; rcns_release events for it: %v: %s", sid, reason, actor, seen, r)
 	})
 	c.Then(`^the sweep reports `+contractRefs+` as (unchanged|grandfathered|evicted)$`, func(ctx context.Context, ref, disp string) error {
 		w, s := steps.From(ctx), st(ctx)
@@ -570,11 +579,8 @@ func registerAssertions(c *steps.Catalog) {
 		for _, e := range sweepEntries(s.sweep, sid) {
 			d, _ := e["disposition"].(string)
 			got = append(got, d)
-			if d == disp {
-				return w.Assert(true, "")
-			}
 		}
-		return w.Assert(false, "the sweep does not report %s as %s (dispositions seen: %v): %s", sid, disp, got, s.sweep)
+		return w.Assert(contains(got, disp), "the sweep does not report %s as %s (dispositions seen: %v): %s", sid, disp, got, s.sweep)
 	})
 	c.Then(`^the sweep reports `+contractRefs+` with current_version null$`, func(ctx context.Context, ref string) error {
 		w, s := steps.From(ctx), st(ctx)
@@ -585,12 +591,13 @@ func registerAssertions(c *steps.Catalog) {
 		if s.sweep == nil {
 			return steps.Fault("no sweep was fired")
 		}
+		null := false
 		for _, e := range sweepEntries(s.sweep, sid) {
 			if v, ok := e["current_version"]; ok && v == nil {
-				return w.Assert(true, "")
+				null = true
 			}
 		}
-		return w.Assert(false, "the sweep does not report %s with current_version null: %s", sid, s.sweep)
+		return w.Assert(s.sweep.Status == 200 && null, "the sweep does not report %s with current_version null: %s", sid, s.sweep)
 	})
 	c.Then(`^the sweep reports `+contractRefs+` as neither grandfathered nor evicted$`, func(ctx context.Context, ref string) error {
 		w, s := steps.From(ctx), st(ctx)
@@ -604,12 +611,18 @@ func registerAssertions(c *steps.Catalog) {
 		if err := w.Assert(s.sweep.Status == 200, "the sweep was refused: %s", s.sweep); err != nil {
 			return err
 		}
+		// The report must be shown to report dispositions at all: the
+		// scenario arranges a drifted contract beside the passthrough one.
+		if err := w.Assert(len(dispositions(s.sweep)) > 0, "the sweep report lists no contract with a disposition: %s", s.sweep); err != nil {
+			return err
+		}
+		var wrong []string
 		for _, e := range sweepEntries(s.sweep, sid) {
 			if d := e["disposition"]; d == "grandfathered" || d == "evicted" {
-				return w.Assert(false, "the sweep reports passthrough contract %s as %v: %s", sid, d, s.sweep)
+				wrong = append(wrong, steps.Text(d))
 			}
 		}
-		return w.Assert(true, "")
+		return w.Assert(len(wrong) == 0, "the sweep reports passthrough contract %s as %v: %s", sid, wrong, s.sweep)
 	})
 	c.Then(`^the response is a replay of "([a-z]+)"'s first response to Idempotency-Key "([a-z0-9-]+)"$`, func(ctx context.Context, who, key string) error {
 		w, s, r, err := last(ctx)
@@ -638,6 +651,195 @@ func registerAssertions(c *steps.Catalog) {
 		}
 		return w.Assert(!same, "another agent's key was answered from %q's cache:\n%q: %s\nother: %s", who, who, first, r)
 	})
+}
+
+// lockRefusal is the answer a closed lock gets (agtp-rcns.txt, Four-Lock
+// Gate Refusal Mapping) and the precondition a scenario that needs the lock
+// closed relies on: that lock's own requirement witnesses the refusal.
+type lockRefusal struct {
+	pre      string
+	statuses []int
+	reason   string
+}
+
+func (l lockRefusal) want() string {
+	st := make([]string, len(l.statuses))
+	for i, n := range l.statuses {
+		st[i] = fmt.Sprint(n)
+	}
+	w := strings.Join(st, " or ")
+	if l.reason != "" {
+		w += " with reason " + l.reason
+	}
+	return w
+}
+
+var lockRefusals = map[string]lockRefusal{
+	"server policy": {preLockPolicy, []int{464}, "rcns-disabled"},
+	"opt-in":        {preLockOptIn, []int{404, 405}, ""},
+	"scope claim":   {preLockClaim, []int{262}, "scope-required"},
+	"scope grant":   {preLockGrant, []int{455}, "scope-exceeded"},
+	"trust tier":    {preLockTier, []int{464}, "trust-tier-insufficient"},
+}
+
+// refusedAs reports whether r has one of the statuses and, when reason is
+// not "", that reason (in error.reason or at top level).
+func refusedAs(r *steps.Response, statuses []int, reason string) bool {
+	ok := false
+	for _, n := range statuses {
+		ok = ok || r.Status == n
+	}
+	if !ok || reason == "" {
+		return ok
+	}
+	doc, _ := r.JSON()
+	got, where := reasonOf(doc)
+	if where != "" {
+		notePlacement(where)
+	}
+	return got == reason || strings.HasPrefix(got, reason+" ")
+}
+
+// dispositions are the dispositions a sweep report gives, one per entry.
+func dispositions(r *steps.Response) []string {
+	doc, _ := r.JSON()
+	var out []string
+	for _, o := range objects(doc) {
+		if _, ok := o["synthesis_id"]; ok {
+			if d, ok := o["disposition"].(string); ok {
+				out = append(out, d)
+			}
+		}
+	}
+	return out
+}
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// listing reads who's DISCOVER /contracts on the side and returns the
+// synthesis_ids it lists. A surface only the inventory requirements witness:
+// an answer that is not a 200 JSON listing, or one that names another
+// agent's contract (who holds no inspect:all in these reads), is a failed
+// precondition.
+func listing(ctx context.Context, who string) (*steps.Response, map[string]bool, error) {
+	w, s := steps.From(ctx), st(ctx)
+	a, err := s.agent(who)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := send(ctx, who, "DISCOVER", "/contracts", options{params: map[string]any{"criteria": "contracts"}, aside: true})
+	if err != nil {
+		return nil, nil, steps.Precondition(preListing, err)
+	}
+	doc, derr := r.JSON()
+	if err := w.Assert(r.Status == 200 && derr == nil, "DISCOVER /contracts as %q did not answer a listing: %s", who, r); err != nil {
+		return nil, nil, steps.Precondition(preListing, err)
+	}
+	ids := map[string]bool{}
+	var others []string
+	for _, o := range objects(doc) {
+		if sid, ok := o["synthesis_id"].(string); ok && sid != "" {
+			if owner, ok := o["agent_id"].(string); ok && owner != a.id {
+				others = append(others, sid)
+				continue
+			}
+			ids[sid] = true
+		}
+	}
+	if err := w.Assert(len(others) == 0, "DISCOVER /contracts as %q lists other agents' contracts %v, so it is not the caller's own listing: %s", who, others, r); err != nil {
+		return nil, nil, steps.Precondition(preListing, err)
+	}
+	return r, ids, nil
+}
+
+// holdsNone checks that who holds no contract. An empty listing proves
+// nothing by itself, so the same surface is first shown able to list a
+// contract: the suite's control agent obtains one through the gate and must
+// find it in its own listing.
+func holdsNone(ctx context.Context, who string) error {
+	w, s := steps.From(ctx), st(ctx)
+	r, ids, err := listing(ctx, who)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 0 {
+		return w.Assert(false, "expected no contract for %q, DISCOVER /contracts lists %v: %s", who, keys(ids), r)
+	}
+	if s.knobs["enabled"] != "true" {
+		return steps.Fault("\"holds no contract\" needs RCNS enabled, so that DISCOVER /contracts can be shown to list a contract")
+	}
+	if s.controlSid == "" {
+		sid, err := obtain(ctx, controlName, "BOOK", "/room/control-"+s.salt, true)
+		if err != nil {
+			return err
+		}
+		s.controlSid = sid
+	}
+	cr, cids, err := listing(ctx, controlName)
+	if err != nil {
+		return err
+	}
+	if !cids[s.controlSid] {
+		return steps.Precondition(preListing, w.Assert(false, "DISCOVER /contracts as the suite's control agent does not list the contract %s it was just served under, so an empty listing proves nothing: %s", s.controlSid, cr))
+	}
+	return w.Assert(len(ids) == 0, "expected no contract for %q: %s", who, r)
+}
+
+// readerControl shows, once per scenario, that the Tier A write and read
+// the room checks use work: the reader writes a control record with CREATE
+// /room and must read it back with FETCH /room.
+func readerControl(ctx context.Context) error {
+	w, s := steps.From(ctx), st(ctx)
+	if s.readChecked {
+		return nil
+	}
+	key := "control-" + s.salt
+	r, err := send(ctx, readerName, "CREATE", "/room?id="+key, options{params: map[string]any{}, aside: true})
+	if err != nil {
+		return steps.Precondition(preRoomRead, err)
+	}
+	if err := w.Assert(is2xx(r), "the Tier A write CREATE /room?id=%s did not succeed: %s", key, r); err != nil {
+		return steps.Precondition(preRoomRead, err)
+	}
+	r, err = readRoom(ctx, key)
+	if err != nil {
+		return err
+	}
+	if err := w.Assert(r.Status == 200, "the Tier A read FETCH /room?id=%s does not find the record CREATE /room just wrote: %s", key, r); err != nil {
+		return steps.Precondition(preRoomRead, err)
+	}
+	s.readChecked = true
+	return nil
+}
+
+// readRoom reads a room record on the side; an answer other than 200 or 404
+// is a failed precondition.
+func readRoom(ctx context.Context, id string) (*steps.Response, error) {
+	w := steps.From(ctx)
+	r, err := send(ctx, readerName, "FETCH", "/room?id="+id, options{params: map[string]any{}, aside: true})
+	if err != nil {
+		return nil, steps.Precondition(preRoomRead, err)
+	}
+	if err := w.Assert(r.Status == 200 || r.Status == 404, "the Tier A read FETCH /room?id=%s answered neither 200 nor 404: %s", id, r); err != nil {
+		return nil, steps.Precondition(preRoomRead, err)
+	}
+	return r, nil
 }
 
 // unsignaled asserts that nothing in a refusal reveals RCNS.

@@ -82,8 +82,19 @@ type state struct {
 
 	issued       map[string]time.Time // synthesis_id -> when the suite first saw it issued
 	proposal     string               // the last proposal_id a 261 named
-	lastAttempt  string               // the last RCNS-Attempt-Id seen
+	lastAttempt  string               // the RCNS-Attempt-Id last inspected
 	sessionBound []sessionBound       // syntheses of the current session not said to be persistent
+
+	preview     preview        // the last 461 preview
+	gateEvals   map[string]int // agent name -> opted-in requests it sent that reached the gate
+	controlSid  string         // the control agent's contract, once obtained
+	readChecked bool           // the Tier A write and read were shown to work
+}
+
+// preview is a 461 the suite was sent: who asked, for what, and the
+// synthesis_id it named ("" when it named none).
+type preview struct {
+	agent, method, target, sid string
 }
 
 // sessionBound is a synthesis an agent obtained by PROPOSE in the current
@@ -95,18 +106,26 @@ func st(ctx context.Context) *state {
 		salt := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 		s := &state{salt: salt, knobs: map[string]string{}, propKnobs: map[string]string{}, agents: map[string]*agent{},
 			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
-			firstByKey: map[string]*steps.Response{}, places: map[string]string{}}
+			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}}
 		for _, p := range []string{"room", "room2", "slot", "suite", "desk"} {
 			s.places[p] = p + "-" + salt
 		}
-		// The suite's reader: reads room records through the Tier A
-		// endpoint, so that whether an action ran is visible on the wire.
-		s.addAgent(readerName, 1, []string{"rooms:read"})
+		// The suite's reader: writes a control room record and reads room
+		// records through the Tier A endpoints, so that whether an action
+		// ran is visible on the wire.
+		s.addAgent(readerName, 1, []string{"rooms:read", "rooms:write"})
+		// The suite's control agent: it obtains a contract of its own so
+		// that DISCOVER /contracts is shown able to list one before the
+		// suite reads an agent's empty listing as "no contract".
+		s.addAgent(controlName, 1, []string{"rooms:*", "rcns:negotiate"})
 		return s
 	}).(*state)
 }
 
-const readerName = "parley-reader"
+const (
+	readerName  = "parley-reader"
+	controlName = "parley-control"
+)
 
 func (s *state) addAgent(name string, tier int, scopes []string) {
 	sum := sha256.Sum256([]byte("parley-agent\x00" + s.salt + "\x00" + name))
@@ -142,8 +161,8 @@ func (s *state) expand(target string) string {
 // for BOOK /suite/{id} (a pair the operator reviews before a PROPOSE is
 // approved); a passthrough serves SCHEDULE /slot/{id} (which the PROPOSE
 // policy refuses, as it refuses RESERVE /desk/{id}); PENCIL is a custom
-// method of policies.methods that nothing composes; FETCH /room and LIST
-// /rooms are Tier A, QUOTE /quote is Tier B.
+// method of policies.methods that nothing composes; FETCH /room, CREATE
+// /room and LIST /rooms are Tier A, QUOTE /quote is Tier B.
 const fixture = `
 [[policies.recipes]]
 name = "suite-booking"
@@ -219,6 +238,12 @@ tier = "A"
 primitive = "rooms.get"
 
 [[endpoints]]
+method = "CREATE"
+path = "/room"
+tier = "A"
+primitive = "rooms.put"
+
+[[endpoints]]
 method = "LIST"
 path = "/rooms"
 tier = "A"
@@ -270,8 +295,9 @@ func reconfigure(ctx context.Context) error {
 	if s.transport == TransportTLS {
 		m, err := material()
 		if err != nil {
-			return err
+			return steps.Fault("cannot make the throwaway TLS material: %v", err)
 		}
+		steps.From(ctx).Secret(m.keyPEM)
 		mat = map[string]any{"cert_pem": m.certPEM, "key_pem": m.keyPEM}
 	}
 	return steps.From(ctx).Configure(family, func(sec map[string]any) {
@@ -342,7 +368,7 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	if s.transport == TransportTLS {
 		m, err := material()
 		if err != nil {
-			return nil, err
+			return nil, steps.Fault("cannot make the throwaway TLS material: %v", err)
 		}
 		opt.TLS = &tls.Config{RootCAs: m.pool}
 	}

@@ -169,36 +169,27 @@ func body(r *steps.Response) (map[string]any, []byte) {
 // synthesis the session obtained without persistence: the server learns of
 // the end asynchronously. The wait asserts nothing; the steps after it do.
 func endSession(ctx context.Context) error {
-	w, s := steps.From(ctx), st(ctx)
+	s := st(ctx)
 	if s.client != nil {
 		_ = s.client.Close()
 		s.client = nil
 	}
 	bound := s.sessionBound
 	s.sessionBound = nil
-	prev := w.Last()
-	defer func() { w.SetLast(prev) }()
 	deadline := time.Now().Add(3 * time.Second)
 	for _, b := range bound {
 		for {
-			r, err := floor(ctx, b.agent, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
+			_, ids, err := listing(ctx, b.agent)
 			if err != nil {
 				return err
 			}
-			listed := false
-			doc, _ := r.JSON()
-			for _, o := range objects(doc) {
-				if o["synthesis_id"] == b.sid {
-					listed = true
-				}
-			}
-			if !listed || time.Now().After(deadline) {
+			if !ids[b.sid] || time.Now().After(deadline) {
 				break
 			}
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-ctx.Done():
-				return ctx.Err()
+				return steps.Fault("the run was interrupted while waiting for the session's end: %v", ctx.Err())
 			}
 		}
 	}
@@ -215,7 +206,7 @@ func pollProposal(ctx context.Context, who string) (*steps.Response, error) {
 }
 
 func registerPropose(c *steps.Catalog) {
-	c.Then(`^"([a-z]+)" proposes ([A-Za-z]+) (\S+)(.*)$`, func(ctx context.Context, who, method, path, tail string) error {
+	c.When(`^"([a-z]+)" proposes ([A-Za-z]+) (\S+)(.*)$`, func(ctx context.Context, who, method, path, tail string) error {
 		s := st(ctx)
 		o, err := parseProposalTail(tail)
 		if err != nil {
@@ -232,18 +223,40 @@ func registerPropose(c *steps.Catalog) {
 			s.current = before
 		}
 		if o.remembered != "" {
-			if r.Status != 263 || s.current == "" {
-				return steps.From(ctx).Assert(false, "the proposal to remember as %q was not approved 263 with a synthesis_id: %s", o.remembered, r)
+			// The proposal is a setup here: the scenario needs the contract.
+			if err := steps.From(ctx).Assert(r.Status == 263 && s.current != "", "the proposal to remember as %q was not approved 263 with a synthesis_id: %s", o.remembered, r); err != nil {
+				return steps.Precondition(preApproved, err)
 			}
 			s.named[o.remembered] = s.current
 		}
 		return nil
 	})
-	c.Then(`^"([a-z]+)" polls the proposal$`, func(ctx context.Context, who string) error {
+	c.Setup(prePending, `^"([a-z]+)" has a proposal awaiting review for ([A-Z]+) (\S+)$`, func(ctx context.Context, who, method, path string) error {
+		w, s := steps.From(ctx), st(ctx)
+		o, err := parseProposalTail("")
+		if err != nil {
+			return err
+		}
+		s.proposal = ""
+		r, err := send(ctx, who, "PROPOSE", "/", options{params: proposalParams(method, s.expand(path), o)})
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status == 261 && s.proposal != "", "a proposal of %s %s, a pair the operator reviews, was not answered 261 with a proposal_id: %s", method, s.expand(path), r)
+	})
+	c.Given(`^the contract is remembered as "([a-z]+)"$`, func(ctx context.Context, name string) error {
+		s := st(ctx)
+		if s.current == "" {
+			return steps.Fault("no contract has been issued yet")
+		}
+		s.named[name] = s.current
+		return nil
+	})
+	c.When(`^"([a-z]+)" polls the proposal$`, func(ctx context.Context, who string) error {
 		_, err := pollProposal(ctx, who)
 		return err
 	})
-	c.Then(`^"([a-z]+)" polls the proposal until it is decided$`, func(ctx context.Context, who string) error {
+	c.When(`^"([a-z]+)" polls the proposal until it is decided$`, func(ctx context.Context, who string) error {
 		deadline := time.Now().Add(5 * time.Second)
 		for {
 			r, err := pollProposal(ctx, who)
@@ -256,11 +269,11 @@ func registerPropose(c *steps.Catalog) {
 			select {
 			case <-time.After(100 * time.Millisecond):
 			case <-ctx.Done():
-				return ctx.Err()
+				return steps.Fault("the run was interrupted while polling the proposal: %v", ctx.Err())
 			}
 		}
 	})
-	c.Then(`^"([a-z]+)" (approves|rejects) the proposal$`, func(ctx context.Context, who, decision string) error {
+	c.When(`^"([a-z]+)" (approves|rejects) the proposal$`, func(ctx context.Context, who, decision string) error {
 		w, s := steps.From(ctx), st(ctx)
 		if s.proposal == "" {
 			return steps.Fault("no 261 named a proposal_id")
@@ -269,16 +282,14 @@ func registerPropose(c *steps.Catalog) {
 		if decision == "rejects" {
 			status = "rejected"
 		}
-		prev := w.Last()
-		r, err := floor(ctx, who, "CONFIRM", "/", map[string]any{"target_id": s.proposal, "status": status, "reason": "parley: operator review"})
-		w.SetLast(prev)
+		r, err := send(ctx, who, "CONFIRM", "/", options{params: map[string]any{"target_id": s.proposal, "status": status, "reason": "parley: operator review"}, aside: true})
 		if err != nil {
 			return err
 		}
 		return w.Assert(is2xx(r), "the operator's review decision (CONFIRM target_id=%s status=%s) was not taken: %s", s.proposal, status, r)
 	})
-	c.Then(`^the AGTP session ends$`, endSession)
-	c.Then(`^"([a-z]+)" lists its contracts$`, func(ctx context.Context, who string) error {
+	c.When(`^the AGTP session ends$`, endSession)
+	c.When(`^"([a-z]+)" lists its contracts$`, func(ctx context.Context, who string) error {
 		_, err := floor(ctx, who, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
 		return err
 	})
@@ -286,7 +297,7 @@ func registerPropose(c *steps.Catalog) {
 		_, err := floor(ctx, who, "DISCOVER", "/", map[string]any{"criteria": "endpoints"})
 		return err
 	})
-	c.Then(`^"([a-z]+)" discovers the synthesis patterns$`, func(ctx context.Context, who string) error {
+	c.When(`^"([a-z]+)" discovers the synthesis patterns$`, func(ctx context.Context, who string) error {
 		_, err := floor(ctx, who, "DISCOVER", "/patterns", map[string]any{"criteria": "patterns"})
 		return err
 	})
@@ -295,11 +306,17 @@ func registerPropose(c *steps.Catalog) {
 		return err
 	})
 	c.When(`^"([a-z]+)" inspects the RCNS attempt of that answer$`, func(ctx context.Context, who string) error {
-		s := st(ctx)
-		if s.lastAttempt == "" {
-			return steps.From(ctx).Assert(false, "no answer carried an RCNS-Attempt-Id to inspect")
+		w, s := steps.From(ctx), st(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
 		}
-		_, err := floor(ctx, who, "INSPECT", "/", map[string]any{"target": "rcns-attempt", "attempt_id": s.lastAttempt})
+		id := r.Header.Get("RCNS-Attempt-Id")
+		if id == "" {
+			return steps.Precondition(preAttempt, w.Assert(false, "the answer carries no RCNS-Attempt-Id to inspect: %s", r))
+		}
+		s.lastAttempt = id
+		_, err = floor(ctx, who, "INSPECT", "/", map[string]any{"target": "rcns-attempt", "attempt_id": id})
 		return err
 	})
 
@@ -413,12 +430,13 @@ func registerPropose(c *steps.Catalog) {
 			return err
 		}
 		doc, _ := r.JSON()
+		found := false
 		for _, o := range objects(doc) {
 			if o["method"] == method && o["path"] == path && o["recipe_name"] == name && o["recipe_version"] == version {
-				return w.Assert(true, "")
+				found = true
 			}
 		}
-		return w.Assert(false, "DISCOVER /patterns lists no pattern %s %s of recipe %s version %s: %s", method, path, name, version, r)
+		return w.Assert(found, "DISCOVER /patterns lists no pattern %s %s of recipe %s version %s: %s", method, path, name, version, r)
 	})
 	c.Then(`^the response describes `+contractRefs+` for ([A-Z]+) (\S+) under recipe "([a-z-]+)" version "([^"]*)"$`, func(ctx context.Context, ref, method, path, name, version string) error {
 		w, s, r, err := last(ctx)
