@@ -156,10 +156,17 @@ func TestEveryScenarioFailsAgainstSomeSabotagedHost(t *testing.T) {
 			t.Errorf("docs/sabotage.md does not list scenario %s; regenerate it", p.Scenario)
 			continue
 		}
+		// The document lists every rule that failed the scenario when it
+		// was generated; a run must see at least one of them fail it again
+		// (a race may let another slip in a given run, never all of them).
+		again := false
 		for _, k := range keys {
-			if !contains(p.FailedBy, k) {
-				t.Errorf("docs/sabotage.md says %s fails against %s, but it did not in this run (it failed against %v)", p.Scenario, k, p.FailedBy)
+			if contains(p.FailedBy, k) {
+				again = true
 			}
+		}
+		if !again {
+			t.Errorf("docs/sabotage.md says %s fails against %v, but none of them failed it in this run (it failed against %v); regenerate the document if the rules changed", p.Scenario, keys, p.FailedBy)
 		}
 		delete(listed, p.Scenario)
 	}

@@ -161,6 +161,7 @@ func defaultParams(target string, salt string) map[string]any {
 // success, the RCNS-Attempt-Id of an evaluation, a 261's proposal_id and a
 // 263's synthesis_id (session-bound unless the 263 says persistent).
 func (s *state) observeAs(agentName string, r *steps.Response) {
+	s.lastResp = r
 	doc, _ := r.JSON()
 	if r.Status == 461 {
 		sid, _ := field(doc, "synthesis_id").(string)
@@ -210,7 +211,7 @@ func (s *state) noteIssued(sid string) {
 func (s *state) contractRef(ref string) (string, error) {
 	if ref == "the contract" {
 		if s.current == "" {
-			return "", steps.Fault("no contract has been issued yet")
+			return "", s.noContract()
 		}
 		return s.current, nil
 	}
@@ -220,6 +221,24 @@ func (s *state) contractRef(ref string) (string, error) {
 		return "", steps.Fault("no contract remembered as %q", name)
 	}
 	return sid, nil
+}
+
+// noContract says why "the contract" names nothing: the answer that should
+// have issued it named no synthesis_id (the host's, as the precondition of
+// the answer it was), or the scenario never asked for one (parley's).
+func (s *state) noContract() error {
+	r := s.lastResp
+	switch {
+	case r == nil:
+		return steps.Fault("a step uses \"the contract\" before any exchange that could issue one")
+	case r.Status == 461:
+		return steps.Precondition(prePreviewed, &steps.Failure{Msg: "the 461 preview names no synthesis_id to present: " + r.String(), Exchange: r})
+	case r.Status == 263:
+		return steps.Precondition(preApproved, &steps.Failure{Msg: "the 263 names no synthesis_id to present: " + r.String(), Exchange: r})
+	case r.Status >= 200 && r.Status < 300:
+		return steps.Precondition(preOptimistic, &steps.Failure{Msg: "the success carries no Contract-Synthesized naming the contract: " + r.String(), Exchange: r})
+	}
+	return steps.Fault("a step uses \"the contract\", but the last answer (%d) issues none", r.Status)
 }
 
 var (

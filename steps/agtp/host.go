@@ -83,6 +83,7 @@ type state struct {
 	issued       map[string]time.Time // synthesis_id -> when the suite first saw it issued
 	proposal     string               // the last proposal_id a 261 named
 	lastAttempt  string               // the RCNS-Attempt-Id last inspected
+	lastResp     *steps.Response      // the last AGTP answer of any agent
 	sessionBound []sessionBound       // syntheses of the current session not said to be persistent
 
 	preview     preview        // the last 461 preview
