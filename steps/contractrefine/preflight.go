@@ -32,6 +32,7 @@ type state struct {
 	calls     int               // tool calls made
 	tool      toolCall          // the last tool call
 	posts     []*steps.Response // every POST /v1/preflight exchange, in order
+	undecided *steps.Response   // the first of them that brought no decision
 	restarts  int               // how many times the host was restarted
 	alone     bool              // the host serves this scenario alone
 	ttl       time.Duration     // the binding lifetime the configuration asked for (0: unset)
@@ -81,6 +82,20 @@ func (s *state) last() (decision, error) {
 			steps.Fail("the scenario needs a 200 decision naming its preflight_id, and the host gave none: %s", s.lastPost))
 	}
 	return s.decisions[len(s.decisions)-1], nil
+}
+
+// allDecided is "every decision so far" made sound: each preflight the
+// scenario requested must have been answered with a decision, or the steps
+// that look at every decision would look at fewer than were asked for.
+func (s *state) allDecided() error {
+	if _, err := s.last(); err != nil {
+		return err
+	}
+	if s.undecided != nil {
+		return steps.Precondition(decisionPrecondition,
+			steps.Fail("the scenario needs every preflight it requested answered with a 200 decision naming its preflight_id, and the host gave none for one: %s", s.undecided))
+	}
+	return nil
 }
 
 func (d decision) str(path string) string {
@@ -179,8 +194,12 @@ func postRaw(ctx context.Context, b []byte, header http.Header, w *steps.World, 
 		if doc, err := r.JSON(); err == nil {
 			if d := (decision{raw: r.Body, doc: doc}); d.str("preflight_id") != "" {
 				s.decisions = append(s.decisions, d)
+				return nil
 			}
 		}
+	}
+	if s.undecided == nil {
+		s.undecided = r
 	}
 	return nil
 }
@@ -330,7 +349,7 @@ func registerPreflight(c *steps.Catalog) {
 	})
 	c.Then(`^every decision so far is returned verbatim by GET$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
-		if _, err := s.last(); err != nil {
+		if err := s.allDecided(); err != nil {
 			return err
 		}
 		for _, d := range s.decisions {
@@ -430,6 +449,9 @@ func registerPreflight(c *steps.Catalog) {
 	})
 	c.Then(`^every decision so far has a distinct "([^"]*)"$`, func(ctx context.Context, field string) error {
 		w, s := steps.From(ctx), st(ctx)
+		if err := s.allDecided(); err != nil {
+			return err
+		}
 		seen := map[string]bool{}
 		for _, d := range s.decisions {
 			v := d.str(field)

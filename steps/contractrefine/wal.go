@@ -119,7 +119,7 @@ func registerWAL(c *steps.Catalog) {
 	})
 	c.Then(`^every decision so far has exactly one autonomy\.preflight frame in the WAL$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
-		if _, err := s.last(); err != nil {
+		if err := s.allDecided(); err != nil {
 			return err
 		}
 		for _, d := range s.decisions {
