@@ -3,8 +3,10 @@ package sabotage
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -129,7 +131,103 @@ func (m *memory) all(host string) []string {
 	return append([]string(nil), m.m[host]...)
 }
 
+// ladder is the repair ladder a preflight request names.
+type ladder struct{ session, planHash string }
+
+func ladderOf(body []byte) ladder {
+	var b struct {
+		Intent struct {
+			PlanHash string `json:"plan_hash"`
+		} `json:"intent"`
+		Actor struct {
+			SessionID string `json:"session_id"`
+		} `json:"actor"`
+	}
+	_ = json.Unmarshal(body, &b)
+	return ladder{b.Actor.SessionID, b.Intent.PlanHash}
+}
+
+// maxRepairs is the repair budget the scenario configured (2 unset, as the
+// reference host's default).
+func maxRepairs(x *Exchange) int {
+	if n, ok := x.Section(cr)["max_repair_attempts"].(float64); ok {
+		return int(n)
+	}
+	return 2
+}
+
+// generations remembers which host process answered what: a restarted host
+// sits behind a new proxy with a new upstream address, so an id answered on
+// another upstream was answered before the host restarted.
+type generations struct {
+	mu sync.Mutex
+	m  map[string]string // key -> upstream that first answered it
+}
+
+func (g *generations) note(key, upstream string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]string{}
+	}
+	if _, ok := g.m[key]; !ok {
+		g.m[key] = upstream
+	}
+}
+
+// before reports whether key was first answered by another host process
+// than the one behind x.
+func (g *generations) before(key string, x *Exchange) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	up, ok := g.m[key]
+	return ok && up != x.Upstream
+}
+
+// forgetful is a host that keeps its decisions where a restart loses them
+// (in memory, or in a buffer it never wrote out): after a restart, a
+// decision answered before it is gone from GET, from the WAL, and from the
+// bindings /v1/tool consults.
+func forgetful(x *Exchange) *Response {
+	lost := func(id string) bool { return answered.before(id, x) }
+	switch {
+	case isPreflightGet(x) && lost(strings.TrimPrefix(x.Path, "/v1/preflight/")):
+		return &Response{Status: http.StatusNotFound, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"no autonomy.preflight frame"}`)}
+	case isTool(x) && mode(x) == "enforce" && lost(x.Header.Get("X-Autonomy-Preflight-Id")):
+		return &Response{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"outcome":"deny","reason":"contract: binding_not_found"}`)}
+	}
+	return nil
+}
+
+func forgetfulFrames(x *Exchange, r *Response) {
+	if isPreflightPost(x) && r.Status == http.StatusOK {
+		if d := r.JSON(); d != nil {
+			if id, _ := d["preflight_id"].(string); id != "" {
+				answered.note(id, x.Upstream)
+			}
+		}
+	}
+	frames(func(kind string, a map[string]any) []map[string]any {
+		if id, _ := a["preflight_id"].(string); kind == "autonomy.preflight" && answered.before(id, x) {
+			return nil
+		}
+		return []map[string]any{a}
+	})(x, r)
+}
+
 var (
+	answered      generations // preflight ids, by the host process that answered them
+	ladders       generations // repair ladders, by the host process that first saw them
+	ladderRepairs struct {
+		sync.Mutex
+		bySession  map[string]int
+		byPlanHash map[string]int
+	}
+	decisionsByLadder struct {
+		sync.Mutex
+		ids  map[string]ladder // preflight id -> its ladder
+		last map[ladder][]byte // ladder -> the latest decision answered
+	}
 	refusedPlanHashes memory // plan hashes of preflight requests answered 400
 	presentedBindings memory // preflight ids presented to a disabled host
 	planHashIn        = regexp.MustCompile(`"plan_hash"\s*:\s*"([^"]+)"`)
@@ -603,4 +701,154 @@ var contractRefineRules = []Rule{
 			}
 		},
 	},
+	{
+		ID:      "contractrefine.tool.advisory-continues-to-policy",
+		Variant: "required",
+		Broken:  "in advisory mode a call without the preflight its policy bundle requires answers 403, as enforce does",
+		Intercept: func(x *Exchange) *Response {
+			m := mode(x)
+			pol, _ := x.Section(cr)["policy"].(map[string]any)
+			req, _ := pol["requires_preflight"].([]any)
+			if isTool(x) && (m == "advisory" || m == "") && x.Header.Get("X-Autonomy-Preflight-Id") == "" && slices.Contains(req, any(toolKind(x))) {
+				return &Response{Status: http.StatusForbidden, Header: http.Header{}, Body: []byte(`{"outcome":"deny","reason":"contract: preflight_required"}`)}
+			}
+			return nil
+		},
+	},
+	{
+		ID:     "contractrefine.preflight.post.zone-outside-policy-not-passed",
+		Broken: "ignores the configured zone policy (its own default zones apply)",
+		Config: func(c map[string]map[string]any) {
+			if v, _ := c[cr]["verifier"].(map[string]any); v != nil {
+				delete(v, "allowed_zones")
+			}
+		},
+	},
+	{
+		ID:     "contractrefine.tool.binding-expires",
+		Broken: "never expires a binding: it holds the pass for an hour while telling the caller the configured lifetime",
+		Config: func(c map[string]map[string]any) {
+			if s := c[cr]; s != nil && s["eligibility_ttl"] != nil {
+				s["eligibility_ttl"] = "1h"
+			}
+		},
+		Response: func(x *Exchange, r *Response) {
+			ttl, err := time.ParseDuration(fmt.Sprint(x.Section(cr)["eligibility_ttl"]))
+			if err != nil {
+				return
+			}
+			decision(true, func(d map[string]any) {
+				if e := eligibility(d); e["expires_at"] != "" {
+					if t, err := time.Parse(time.RFC3339, fmt.Sprint(e["expires_at"])); err == nil {
+						e["expires_at"] = t.Add(ttl - time.Hour).UTC().Format(time.RFC3339)
+					}
+				}
+			})(x, r)
+		},
+	},
+	{
+		ID:        "contractrefine.preflight.wal.decision-survives-crash",
+		Broken:    "answers a decision before its frame is durable: a restart loses every decision answered before it",
+		Intercept: forgetful,
+		Response:  forgetfulFrames,
+	},
+	{
+		ID:        "contractrefine.preflight.wal.decision-survives-restart",
+		Broken:    "keeps its WAL in memory: a restart loses every decision answered before it",
+		Intercept: forgetful,
+		Response:  forgetfulFrames,
+	},
+	{
+		ID:        "contractrefine.tool.binding-survives-restart",
+		Broken:    "keeps its bindings in memory: after a restart a pass answered before it binds nothing",
+		Intercept: forgetful,
+		Response:  forgetfulFrames,
+	},
+	{
+		ID:      "contractrefine.preflight.get.returns-stored-decision",
+		Variant: "by-ladder",
+		Broken:  "GET looks a decision up by its session and plan hash and returns the latest of them",
+		Response: func(x *Exchange, r *Response) {
+			m := &decisionsByLadder
+			m.Lock()
+			defer m.Unlock()
+			if m.ids == nil {
+				m.ids, m.last = map[string]ladder{}, map[ladder][]byte{}
+			}
+			if isPreflightPost(x) && r.Status == http.StatusOK {
+				if d := r.JSON(); d != nil {
+					if id, _ := d["preflight_id"].(string); id != "" {
+						l := ladderOf(x.Body)
+						m.ids[id] = l
+						m.last[l] = append([]byte(nil), r.Body...)
+					}
+				}
+			}
+			if isPreflightGet(x) && r.Status == http.StatusOK {
+				if l, ok := m.ids[strings.TrimPrefix(x.Path, "/v1/preflight/")]; ok {
+					r.Body = append([]byte(nil), m.last[l]...)
+				}
+			}
+		},
+	},
+	{
+		ID:       "contractrefine.preflight.post.repair-attempts-bounded",
+		Variant:  "per-session",
+		Broken:   "keys the repair budget by session alone: another plan hash in the same session finds it spent",
+		Response: sharedBudget(func(l ladder) string { return l.session }, &ladderRepairs.bySession),
+	},
+	{
+		ID:       "contractrefine.preflight.post.repair-attempts-bounded",
+		Variant:  "per-plan-hash",
+		Broken:   "keys the repair budget by plan hash alone: another session with the same plan hash finds it spent",
+		Response: sharedBudget(func(l ladder) string { return l.planHash }, &ladderRepairs.byPlanHash),
+	},
+	{
+		ID:      "contractrefine.preflight.post.repair-attempts-bounded",
+		Variant: "refilled-by-restart",
+		Broken:  "keeps repair budgets in memory only: a restart refills a spent budget",
+		Response: func(x *Exchange, r *Response) {
+			if !isPreflightPost(x) || r.Status != http.StatusOK {
+				return
+			}
+			l := ladderOf(x.Body)
+			key := l.session + "\x00" + l.planHash
+			ladders.note(key, x.Upstream)
+			if !ladders.before(key, x) {
+				return
+			}
+			decision(false, func(d map[string]any) {
+				if d["reason"] == "contract: repair_budget_exhausted" {
+					d["outcome"], d["reason"] = "repair_required", "contract: provenance_missing"
+				}
+			})(x, r)
+		},
+	},
+}
+
+// sharedBudget is a repair budget keyed by part of the ladder only: once
+// the repair_required answers of that part reach the configured budget, a
+// further one is turned into the budget-exhausted deny.
+func sharedBudget(part func(ladder) string, counts *map[string]int) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if !isPreflightPost(x) || r.Status != http.StatusOK {
+			return
+		}
+		d := r.JSON()
+		if d == nil || d["outcome"] != "repair_required" {
+			return
+		}
+		ladderRepairs.Lock()
+		defer ladderRepairs.Unlock()
+		if *counts == nil {
+			*counts = map[string]int{}
+		}
+		k := x.Upstream + "\x00" + part(ladderOf(x.Body))
+		(*counts)[k]++
+		if (*counts)[k] > maxRepairs(x) {
+			d["outcome"], d["reason"] = "deny", "contract: repair_budget_exhausted"
+			delete(d, "repair_hints")
+			r.SetJSON(d)
+		}
+	}
 }

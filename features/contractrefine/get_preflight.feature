@@ -16,6 +16,20 @@ Feature: GET /v1/preflight/{preflight_id}
       | enforce  | for a plan whose params lack provenance          |
       | enforce  | whose plan step kind differs from the capability |
 
+  @req:contractrefine.preflight.get.returns-stored-decision @profile:contractrefine-preflight
+  Scenario Outline: Each of several decisions under one session and plan hash is found by its own id
+    Given a ContractRefine host in "<mode>" mode allowing at most 2 repair attempts
+    When the agent requests a preflight <request>
+    And the agent sends that preflight request 2 more times
+    Then every decision so far has a distinct "preflight_id"
+    And every decision so far is returned verbatim by GET
+
+    Examples:
+      | mode     | request                                          |
+      | advisory | for a plan that satisfies every contract         |
+      | enforce  | for a plan whose params lack provenance          |
+      | advisory | whose plan step kind differs from the capability |
+
   @req:contractrefine.preflight.get.empty-id-400 @profile:contractrefine-preflight
   Scenario: An empty id segment is a bad request
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"

@@ -70,27 +70,52 @@ Feature: POST /v1/preflight
       | intent.plan_hash   |
 
   @req:contractrefine.preflight.post.repair-hints @profile:contractrefine-preflight
-  Scenario: A repairable plan gets deterministic repair hints
-    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+  Scenario Outline: A repairable plan gets repair hints
+    Given a ContractRefine host whose runtime.contract_refine.mode is "<mode>"
     When the agent requests a preflight for a plan whose params lack provenance
     Then the response field "outcome" is "repair_required"
     And the decision carries at least one repair hint
-    When the agent requests the same repairable preflight under another session
-    Then the response field "outcome" is "repair_required"
-    And the repair hints equal the first decision's
+
+    Examples:
+      | mode     |
+      | advisory |
+      | enforce  |
 
   @req:contractrefine.preflight.post.repair-attempts-bounded @profile:contractrefine-preflight
-  Scenario: The repair budget of one session and plan hash runs out
-    Given a ContractRefine host in "advisory" mode allowing at most 2 repair attempts
-    When the agent requests a preflight for a plan whose params lack provenance
-    Then the response field "outcome" is "repair_required"
+  Scenario Outline: The repair budget of one session and plan hash runs out, and others have their own
+    Given a ContractRefine host in "advisory" mode allowing at most <max> repair attempts
+    When the agent sends a repairable preflight request <max> times
+    Then the last <max> answers have outcome "repair_required"
     When the agent sends that preflight request again
+    Then the response status is 200
+    And the response field "outcome" is not "repair_required"
+    When the agent requests the same repairable preflight under another <key>
     Then the response field "outcome" is "repair_required"
-    When the agent sends that preflight request again
+
+    Examples:
+      | max | key       |
+      | 1   | session   |
+      | 1   | plan hash |
+      | 3   | session   |
+      | 3   | plan hash |
+
+  @req:contractrefine.preflight.post.repair-attempts-bounded @profile:contractrefine-preflight
+  Scenario Outline: A restart does not refill a spent repair budget
+    Given a ContractRefine host in "advisory" mode allowing at most <max> repair attempts
+    And the host keeps its state where the suite can restart it
+    When the agent sends a repairable preflight request <max> times
+    Then the last <max> answers have outcome "repair_required"
+    When the host <how>
+    And the agent sends that preflight request again
     Then the response status is 200
     And the response field "outcome" is not "repair_required"
     When the agent requests the same repairable preflight under another session
     Then the response field "outcome" is "repair_required"
+
+    Examples:
+      | max | how                          |
+      | 1   | is restarted                 |
+      | 2   | crashes and is started again |
 
   @req:contractrefine.preflight.post.malformed-body-400 @profile:contractrefine-preflight
   Scenario Outline: A missing or malformed body is a bad request
@@ -138,6 +163,23 @@ Feature: POST /v1/preflight
     And the response field "execution_eligibility.bound_tool_kinds" lists exactly "tool.echo"
     And the response field "execution_eligibility.expires_at" is an RFC 3339 time in the future
 
+  @req:contractrefine.preflight.post.zone-outside-policy-not-passed @profile:contractrefine-preflight
+  Scenario Outline: A plan for a zone the verifier does not allow is not passed
+    Given a ContractRefine host in "<mode>" mode whose verifier allows only the zones "<allowed>"
+    When the agent requests, for zone "<inside>", a preflight for a plan that satisfies every contract
+    Then the response status is 200
+    And the response field "outcome" is "pass"
+    When the agent requests, for zone "<outside>", a preflight for a plan that satisfies every contract
+    Then the response status is 200
+    And the response field "outcome" is not "pass"
+    And the response field "execution_eligibility.allowed" is "false"
+    And the response field "execution_eligibility.expires_at" is empty
+
+    Examples:
+      | mode     | allowed       | inside | outside |
+      | advisory | lab           | lab    | default |
+      | enforce  | default, edge | edge   | lab     |
+
   @req:contractrefine.preflight.post.preflight-id-uuidv4 @req:contractrefine.preflight.post.audit-id-uuidv4 @profile:contractrefine-preflight
   Scenario Outline: Server-assigned ids are fresh UUIDv4s
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
@@ -168,9 +210,15 @@ Feature: POST /v1/preflight
       | without intent.plan_hash                         |
 
   @req:contractrefine.preflight.post.live-lock-fingerprint @profile:contractrefine-preflight
-  Scenario: The live lock fingerprint wins over the verifier's
-    Given a ContractRefine host in "advisory" mode whose live lock fingerprint is "blake3:1fe0live" and whose verifier was built with "blake3:0ldverifier"
+  Scenario Outline: The frame carries the live lock fingerprint, not the verifier's
+    Given a ContractRefine host in "advisory" mode whose live lock fingerprint is "<live>" and whose verifier was built with "<built>"
     And the WAL seam is enabled
-    When the agent requests a preflight for a plan that satisfies every contract
-    Then the response field "lock_fingerprint" is "blake3:1fe0live"
-    And the WAL frame of that preflight has "lock_fingerprint" = "blake3:1fe0live"
+    When the agent requests a preflight <request>
+    Then the response status is 200
+    And the WAL frame of that preflight has "lock_fingerprint" = "<live>"
+
+    Examples:
+      | live              | built              | request                                          |
+      | blake3:1fe0live   | blake3:0ldverifier | for a plan that satisfies every contract         |
+      | blake3:5ec0ndlive | blake3:5ec0ndbuilt | whose plan step kind differs from the capability |
+      | blake3:1fe0live   | blake3:0ldverifier | for a plan whose params lack provenance          |

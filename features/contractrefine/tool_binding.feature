@@ -28,6 +28,41 @@ Feature: /v1/tool binding to a prior preflight
       | whose plan step kind differs from the capability | tool.echo  |
       | for a plan that satisfies every contract         | tool.write |
 
+  @req:contractrefine.tool.advisory-binding-failure-deny-frame @profile:contractrefine-tool-binding
+  Scenario Outline: Advisory mode records every kind of binding failure as a deny frame
+    Given a ContractRefine host in "advisory" mode whose policy bundle requires preflight for "tool.deliver"
+    And its tool.deliver delivers to a destination the suite runs
+    And the host serves this scenario alone
+    And the WAL seam is enabled
+    When the agent requests a preflight <request>
+    And the agent calls tool "tool.deliver" <binding>
+    Then the WAL holds a deny autonomy.decision frame for that call
+
+    Examples:
+      | failure                  | request                                          | binding                          |
+      | unknown preflight id     | for a plan that delivers                         | bound to an unknown preflight id |
+      | a deny                   | whose plan step kind differs from the capability | bound to that preflight          |
+      | a repair_required        | for a plan whose params lack provenance          | bound to that preflight          |
+      | a pass for another kind  | for a plan that satisfies every contract         | bound to that preflight          |
+      | no preflight, required   | for a plan that delivers                         | without a preflight id           |
+
+  @req:contractrefine.tool.advisory-continues-to-policy @profile:contractrefine-tool-binding
+  Scenario Outline: Advisory mode never refuses a call for its binding, whatever failed
+    Given a ContractRefine host in "advisory" mode whose policy bundle requires preflight for "tool.deliver"
+    And its tool.deliver delivers to a destination the suite runs
+    When the agent requests a preflight <request>
+    And the agent calls tool "tool.deliver" <binding>
+    Then the response status is 200
+    And the tool ran with the plan's params
+
+    Examples:
+      | failure                  | request                                          | binding                          |
+      | unknown preflight id     | for a plan that delivers                         | bound to an unknown preflight id |
+      | a deny                   | whose plan step kind differs from the capability | bound to that preflight          |
+      | a repair_required        | for a plan whose params lack provenance          | bound to that preflight          |
+      | a pass for another kind  | for a plan that satisfies every contract         | bound to that preflight          |
+      | no preflight, required   | for a plan that delivers                         | without a preflight id           |
+
   @req:contractrefine.tool.advisory-continues-to-policy @profile:contractrefine-tool-binding
   Scenario Outline: Advisory mode lets policy decide after a failed binding
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
@@ -69,6 +104,20 @@ Feature: /v1/tool binding to a prior preflight
     Then the response status is 403
     And the tool did not run
 
+  @req:contractrefine.tool.enforce-mismatch-denied @profile:contractrefine-tool-binding
+  Scenario Outline: Enforce mode denies, before it runs, a call bound to a preflight refused for its zone
+    Given a ContractRefine host in "enforce" mode whose verifier allows only the zones "<allowed>"
+    And its tool.deliver delivers to a destination the suite runs
+    When the agent requests, for zone "<outside>", a preflight for a plan that delivers
+    And the agent calls tool "tool.deliver" bound to that preflight
+    Then the response status is 403
+    And the tool did not run
+
+    Examples:
+      | allowed       | outside |
+      | lab           | default |
+      | default, edge | lab     |
+
   @req:contractrefine.tool.enforce-bound-call-allowed @profile:contractrefine-tool-binding
   Scenario Outline: Enforce mode runs a call bound to its passing preflight
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
@@ -103,3 +152,51 @@ Feature: /v1/tool binding to a prior preflight
     And the agent calls tool "tool.echo" bound to that preflight
     Then the response status is 200
     And the WAL holds an autonomy.decision frame carrying that preflight's audit_id
+
+  @req:contractrefine.tool.binding-expires @profile:contractrefine-tool-binding
+  Scenario: Enforce mode runs a call bound to a pass until the pass expires, and denies it after
+    Given a ContractRefine host in "enforce" mode whose preflight bindings last 5 seconds
+    And its tool.deliver delivers to a destination the suite runs
+    When the agent requests a preflight for a plan that delivers
+    And the agent calls tool "tool.deliver" bound to that preflight
+    Then the response status is 200
+    And the tool ran with the plan's params
+    When the binding of that preflight has expired
+    And the agent calls tool "tool.deliver" bound to that preflight
+    Then the response status is 403
+    And the tool did not run
+
+  @req:contractrefine.tool.binding-expires @profile:contractrefine-tool-binding
+  Scenario: Advisory mode records an expired binding as a deny frame and lets policy decide
+    Given a ContractRefine host in "advisory" mode whose preflight bindings last 5 seconds
+    And its tool.deliver delivers to a destination the suite runs
+    And the host serves this scenario alone
+    And the WAL seam is enabled
+    When the agent requests a preflight for a plan that delivers
+    And the agent calls tool "tool.deliver" bound to that preflight
+    Then the response status is 200
+    And the tool ran with the plan's params
+    When the binding of that preflight has expired
+    And the agent calls tool "tool.deliver" bound to that preflight
+    Then the response status is 200
+    And the tool ran with the plan's params
+    And the WAL holds a deny autonomy.decision frame for that call
+
+  @req:contractrefine.tool.binding-survives-restart @profile:contractrefine-tool-binding
+  Scenario Outline: A pass answered before a restart still binds after it
+    Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
+    And its tool.deliver delivers to a destination the suite runs
+    And the host keeps its state where the suite can restart it
+    When the agent requests a preflight for a plan that delivers
+    And the host <how>
+    And the agent calls tool "tool.deliver" bound to that preflight
+    Then the response status is 200
+    And the tool ran with the plan's params
+    When the agent calls tool "tool.deliver" bound to an unknown preflight id
+    Then the response status is 403
+    And the tool did not run
+
+    Examples:
+      | how                          |
+      | is restarted                 |
+      | crashes and is started again |

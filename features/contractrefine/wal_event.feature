@@ -38,7 +38,7 @@ Feature: The autonomy.preflight WAL frame
   Scenario Outline: The frame carries the spec's attributes, typed, with the decision's values
     When the agent requests a preflight <request>
     Then the WAL frame of that preflight satisfies the schema "contractrefine/wal-frame.json"
-    And the WAL frame of that preflight carries the decision's preflight_id, audit_id, outcome, reason, policy_ref, lock_fingerprint and expires_at
+    And the WAL frame of that preflight carries the decision's preflight_id, audit_id, outcome, reason, policy_ref and expires_at
     And the WAL frame of that preflight carries the request's plan_hash and capability
     And the WAL frame of that preflight has contract_results encoding the decision's contract_results
     And the WAL frame of that preflight has repair_hints_count equal to the number of the decision's repair hints
@@ -69,3 +69,32 @@ Feature: The autonomy.preflight WAL frame
       | request                                          |
       | for a plan that satisfies every contract         |
       | for a plan whose params lack provenance          |
+
+  @req:contractrefine.preflight.wal.decision-survives-crash @profile:contractrefine-preflight
+  Scenario Outline: Decisions answered just before a crash are in the WAL after it
+    Given the host keeps its state where the suite can restart it
+    When the agent requests a preflight <first>
+    And the agent requests a preflight <last>
+    And the host crashes and is started again
+    Then every decision so far has exactly one autonomy.preflight frame in the WAL
+    And every decision so far is returned verbatim by GET
+
+    Examples:
+      | first                                            | last                                             |
+      | for a plan that satisfies every contract         | for a plan that satisfies every contract         |
+      | whose plan step kind differs from the capability | for a plan whose params lack provenance          |
+      | for a plan whose params lack provenance          | whose plan step kind differs from the capability |
+
+  @req:contractrefine.preflight.wal.decision-survives-restart @profile:contractrefine-preflight
+  Scenario Outline: The WAL survives a clean restart
+    Given the host keeps its state where the suite can restart it
+    When the agent requests a preflight <first>
+    And the agent requests a preflight <last>
+    And the host is restarted
+    Then every decision so far has exactly one autonomy.preflight frame in the WAL
+    And every decision so far is returned verbatim by GET
+
+    Examples:
+      | first                                            | last                                             |
+      | for a plan that satisfies every contract         | for a plan whose params lack provenance          |
+      | whose plan step kind differs from the capability | for a plan that satisfies every contract         |

@@ -5,7 +5,11 @@ package contractrefine
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/peers/sink"
 	"github.com/parley-conformance/parley/steps"
@@ -76,6 +80,34 @@ func registerHost(c *steps.Catalog) {
 		return configure(ctx, func(m map[string]any) {
 			m["mode"] = mode
 			m["max_repair_attempts"] = n
+		})
+	})
+	c.Given(`^a ContractRefine host in "([^"]*)" mode whose preflight bindings last (\d+) seconds?$`, func(ctx context.Context, mode string, secs int) error {
+		st(ctx).ttl = time.Duration(secs) * time.Second
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["eligibility_ttl"] = fmt.Sprintf("%ds", secs)
+		})
+	})
+	c.Given(`^a ContractRefine host in "([^"]*)" mode whose verifier allows only the zones? "([^"]*)"$`, func(ctx context.Context, mode, csv string) error {
+		var zones []any
+		for _, z := range strings.Split(csv, ",") {
+			zones = append(zones, strings.TrimSpace(z))
+		}
+		return configure(ctx, func(m map[string]any) {
+			m["mode"] = mode
+			m["verifier"] = map[string]any{"allowed_zones": zones}
+		})
+	})
+	c.Given(`^the host serves this scenario alone$`, func(ctx context.Context) error {
+		// A policy bundle ref no other scenario names makes a configuration
+		// no other scenario shares: every target that starts hosts starts
+		// this one for the scenario alone, and a url host, which runs one
+		// configuration, blocks it. Only then does a frame the WAL gains
+		// during a call belong to that call.
+		st(ctx).alone = true
+		return configure(ctx, func(m map[string]any) {
+			m["policy_ref"] = "parley-solo-" + uuid.NewString() + "/1.0.0"
 		})
 	})
 	c.Given(`^the WAL seam is enabled$`, func(ctx context.Context) error {

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -15,20 +16,26 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
 )
 
 // state is one scenario's ContractRefine memory.
 type state struct {
-	text      string          // the echo text of this scenario's plan; unique, so a tool result is attributable
-	request   map[string]any  // the last preflight request sent
-	body      []byte          // its exact bytes
-	lastPost  *steps.Response // the last POST /v1/preflight exchange
-	decisions []decision      // every 200 decision that names its preflight_id, in order
-	refused   []byte          // the exact bytes of the last malformed request sent
-	refusedRQ map[string]any  // the request those bytes were cut from
-	unknownID string          // a preflight id no host has issued
-	calls     int             // tool calls made
-	tool      toolCall        // the last tool call
+	text      string            // the echo text of this scenario's plan; unique, so a tool result is attributable
+	request   map[string]any    // the last preflight request sent
+	body      []byte            // its exact bytes
+	lastPost  *steps.Response   // the last POST /v1/preflight exchange
+	decisions []decision        // every 200 decision that names its preflight_id, in order
+	refused   []byte            // the exact bytes of the last malformed request sent
+	refusedRQ map[string]any    // the request those bytes were cut from
+	unknownID string            // a preflight id no host has issued
+	calls     int               // tool calls made
+	tool      toolCall          // the last tool call
+	posts     []*steps.Response // every POST /v1/preflight exchange, in order
+	undecided *steps.Response   // the first of them that brought no decision
+	restarts  int               // how many times the host was restarted
+	alone     bool              // the host serves this scenario alone
+	ttl       time.Duration     // the binding lifetime the configuration asked for (0: unset)
 }
 
 // decisionPrecondition is the registry's precondition for steps that use
@@ -41,9 +48,26 @@ type decision struct {
 }
 
 func st(ctx context.Context) *state {
-	return steps.From(ctx).State(family, func() any {
+	w := steps.From(ctx)
+	fresh := false
+	s := w.State(family, func() any {
+		fresh = true
 		return &state{text: "parley-" + uuid.NewString()}
 	}).(*state)
+	if fresh {
+		// Registered outside State, which holds the World's lock.
+		w.OnRestart(func(*target.Host) { s.restarts++ })
+	}
+	return s
+}
+
+// since says, for a failure message, what happened to the host after a
+// decision was answered.
+func (s *state) since() string {
+	if s.restarts == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", answered before the host was restarted (%d time(s))", s.restarts)
 }
 
 // last is "that preflight": the last decision. A scenario that asks for it
@@ -58,6 +82,20 @@ func (s *state) last() (decision, error) {
 			steps.Fail("the scenario needs a 200 decision naming its preflight_id, and the host gave none: %s", s.lastPost))
 	}
 	return s.decisions[len(s.decisions)-1], nil
+}
+
+// allDecided is "every decision so far" made sound: each preflight the
+// scenario requested must have been answered with a decision, or the steps
+// that look at every decision would look at fewer than were asked for.
+func (s *state) allDecided() error {
+	if _, err := s.last(); err != nil {
+		return err
+	}
+	if s.undecided != nil {
+		return steps.Precondition(decisionPrecondition,
+			steps.Fail("the scenario needs every preflight it requested answered with a 200 decision naming its preflight_id, and the host gave none for one: %s", s.undecided))
+	}
+	return nil
 }
 
 func (d decision) str(path string) string {
@@ -151,12 +189,17 @@ func postRaw(ctx context.Context, b []byte, header http.Header, w *steps.World, 
 		return err
 	}
 	s.lastPost = r
+	s.posts = append(s.posts, r)
 	if r.Status == http.StatusOK {
 		if doc, err := r.JSON(); err == nil {
 			if d := (decision{raw: r.Body, doc: doc}); d.str("preflight_id") != "" {
 				s.decisions = append(s.decisions, d)
+				return nil
 			}
 		}
+	}
+	if s.undecided == nil {
+		s.undecided = r
 	}
 	return nil
 }
@@ -202,6 +245,15 @@ func jsonHeader() http.Header { return http.Header{"Content-Type": {"application
 
 var reasonShape = regexp.MustCompile(`^contract: [a-z][a-z0-9_]*$`)
 
+// expirySlack is how long past a binding's expires_at the suite waits
+// before it presents the binding again; clockSkew is how much later than the
+// configured lifetime a host may set expires_at (its clock against the
+// suite's, and a lifetime rounded up to the second).
+const (
+	expirySlack = 1500 * time.Millisecond
+	clockSkew   = 5 * time.Second
+)
+
 func registerPreflight(c *steps.Catalog) {
 	c.When(`^the agent requests a preflight (.+)$`, func(ctx context.Context, which string) error {
 		mk, ok := requestVariants[which]
@@ -228,15 +280,117 @@ func registerPreflight(c *steps.Catalog) {
 		}
 		return postRaw(ctx, s.body, jsonHeader(), w, s)
 	})
-	c.When(`^the agent requests the same repairable preflight under another session$`, func(ctx context.Context) error {
+	c.When(`^the agent requests the same repairable preflight under another (session|plan hash)$`, func(ctx context.Context, key string) error {
 		s := st(ctx)
 		if s.request == nil {
 			return steps.Fault("no preflight request sent yet")
 		}
 		var r map[string]any
 		_ = json.Unmarshal(s.body, &r)
-		r["actor"].(map[string]any)["session_id"] = "parley-session-" + uuid.NewString()
+		if key == "session" {
+			r["actor"].(map[string]any)["session_id"] = "parley-session-" + uuid.NewString()
+		} else {
+			r["intent"].(map[string]any)["plan_hash"] = "blake3:" + randomHex(32)
+		}
 		return post(ctx, r, jsonHeader())
+	})
+	c.When(`^the agent sends that preflight request (\d+) more times?$`, func(ctx context.Context, n int) error {
+		w, s := steps.From(ctx), st(ctx)
+		if s.body == nil {
+			return steps.Fault("no preflight request sent yet")
+		}
+		for range n {
+			if err := postRaw(ctx, s.body, jsonHeader(), w, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c.When(`^the agent sends a repairable preflight request (\d+) times?$`, func(ctx context.Context, n int) error {
+		w, s := steps.From(ctx), st(ctx)
+		if n < 1 {
+			return steps.Fault("a request is sent at least once")
+		}
+		if err := post(ctx, requestVariants["for a plan whose params lack provenance"](s.text), jsonHeader()); err != nil {
+			return err
+		}
+		for range n - 1 {
+			if err := postRaw(ctx, s.body, jsonHeader(), w, s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c.When(`^the agent requests, for zone "([^"]*)", a preflight (.+)$`, func(ctx context.Context, zone, which string) error {
+		mk, ok := requestVariants[which]
+		if !ok {
+			return steps.Fault("no reference preflight request is described as %q", which)
+		}
+		r := mk(st(ctx).text)
+		r["context"].(map[string]any)["zone"] = zone
+		return post(ctx, r, jsonHeader())
+	})
+	c.Then(`^the last (\d+) answers have outcome "([^"]*)"$`, func(ctx context.Context, n int, want string) error {
+		w, s := steps.From(ctx), st(ctx)
+		if n < 1 || len(s.posts) < n {
+			return steps.Fault("the scenario checks the last %d answers after sending %d requests", n, len(s.posts))
+		}
+		for i, r := range s.posts[len(s.posts)-n:] {
+			doc, err := r.JSON()
+			if err != nil {
+				return err
+			}
+			got, _ := steps.Lookup(doc, "outcome")
+			if err := w.Assert(r.Status == http.StatusOK && steps.Text(got) == want, "answer %d of the last %d is not a 200 %s decision: %s", i+1, n, want, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c.Then(`^every decision so far is returned verbatim by GET$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		if err := s.allDecided(); err != nil {
+			return err
+		}
+		for _, d := range s.decisions {
+			id := d.str("preflight_id")
+			r, err := w.Do(ctx, http.MethodGet, "/v1/preflight/"+url.PathEscape(id), nil, nil)
+			if err != nil {
+				return err
+			}
+			if err := w.Assert(r.Status == http.StatusOK, "decision %s (outcome %q)%s is lost: %s", id, d.str("outcome"), s.since(), r); err != nil {
+				return err
+			}
+			if err := w.Assert(steps.JSONEqual(r.Body, d.raw), "GET %s returned another decision than POST answered%s:\nPOST: %s\nGET:  %s", id, s.since(), d.raw, r.Body); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c.When(`^the binding of that preflight has expired$`, func(ctx context.Context) error {
+		s := st(ctx)
+		d, err := s.last()
+		if err != nil {
+			return err
+		}
+		if s.ttl == 0 {
+			return steps.Fault("the scenario waits for a binding to expire without configuring how long bindings last")
+		}
+		exp := d.str("execution_eligibility.expires_at")
+		t, perr := time.Parse(time.RFC3339Nano, exp)
+		if perr != nil {
+			return steps.Fail("that preflight's execution_eligibility.expires_at %q is not an RFC 3339 time: %v", exp, perr)
+		}
+		wait := time.Until(t) + expirySlack
+		if wait > s.ttl+expirySlack+clockSkew {
+			return steps.Fail("the host was configured with eligibility_ttl %s, yet that preflight's binding expires at %s, %s from now", s.ttl, exp, time.Until(t).Round(time.Second))
+		}
+		select {
+		case <-time.After(wait):
+			return nil
+		case <-ctx.Done():
+			return steps.Fault("the run was interrupted while waiting for a binding to expire")
+		}
 	})
 	c.When(`^a client posts (no body|an empty body|a truncated preflight request|a preflight request followed by stray bytes|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
 		w, s := steps.From(ctx), st(ctx)
@@ -293,17 +447,11 @@ func registerPreflight(c *steps.Catalog) {
 		r, _ := w.LastResponse()
 		return w.Assert(ok && isList && len(hints) > 0, "expected a non-empty repair_hints list: %s", r)
 	})
-	c.Then(`^the repair hints equal the first decision's$`, func(ctx context.Context) error {
-		w, s := steps.From(ctx), st(ctx)
-		if len(s.decisions) < 2 {
-			return w.Assert(false, "expected two decisions, have %d", len(s.decisions))
-		}
-		first, _ := json.Marshal(s.decisions[0].doc["repair_hints"])
-		last, _ := json.Marshal(s.decisions[len(s.decisions)-1].doc["repair_hints"])
-		return w.Assert(steps.JSONEqual(first, last), "repair hints differ for the same plan:\nfirst: %s\nlater: %s", first, last)
-	})
 	c.Then(`^every decision so far has a distinct "([^"]*)"$`, func(ctx context.Context, field string) error {
 		w, s := steps.From(ctx), st(ctx)
+		if err := s.allDecided(); err != nil {
+			return err
+		}
 		seen := map[string]bool{}
 		for _, d := range s.decisions {
 			v := d.str(field)

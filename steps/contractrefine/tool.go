@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -170,6 +171,31 @@ func registerTool(c *steps.Catalog) {
 			first = refs[0]
 		}
 		return w.Assert(len(refs) == 0, "the header was not ignored: %d frame(s) refer to the preflight id it named, the first %s", len(refs), first)
+	})
+	c.Then(`^the WAL holds a deny autonomy\.decision frame for that call$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		call, err := s.lastCall()
+		if err != nil {
+			return err
+		}
+		if !s.alone || call.decisionsBefore < 0 {
+			return steps.Fault("the scenario attributes new WAL frames to a call without a host of its own and the WAL seam")
+		}
+		// The host serves this scenario alone and its calls are made one
+		// after another, so the autonomy.decision frames of the call's kind
+		// that the WAL gained since the call began are the call's own.
+		fs, err := frames(ctx, "autonomy.decision", map[string]string{"tool_kind": call.kind})
+		if err != nil {
+			return err
+		}
+		var outcomes []string
+		if len(fs) > call.decisionsBefore {
+			for _, f := range fs[call.decisionsBefore:] {
+				o, _ := f.attr("outcome")
+				outcomes = append(outcomes, o)
+			}
+		}
+		return w.Assert(slices.Contains(outcomes, "deny"), "the %s call (answered %d) left no autonomy.decision frame with outcome deny: the WAL gained %d frame(s) of its kind during the call, with outcomes %v", call.kind, call.resp.Status, len(outcomes), outcomes)
 	})
 	c.Then(`^the WAL holds an autonomy\.decision frame (?:with outcome "([^"]*)" )?carrying that preflight's audit_id$`, func(ctx context.Context, outcome string) error {
 		w := steps.From(ctx)

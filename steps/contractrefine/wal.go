@@ -117,6 +117,27 @@ func registerWAL(c *steps.Catalog) {
 		}
 		return w.Assert(len(fs) == 1, "expected exactly one autonomy.preflight frame for %s, found %d", d.str("preflight_id"), len(fs))
 	})
+	c.Then(`^every decision so far has exactly one autonomy\.preflight frame in the WAL$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		if err := s.allDecided(); err != nil {
+			return err
+		}
+		for _, d := range s.decisions {
+			id := d.str("preflight_id")
+			fs, err := frames(ctx, "autonomy.preflight", map[string]string{"preflight_id": id})
+			if err != nil {
+				return err
+			}
+			if err := w.Assert(len(fs) == 1, "decision %s (outcome %q)%s has %d autonomy.preflight frames in the WAL, want exactly one", id, d.str("outcome"), s.since(), len(fs)); err != nil {
+				return err
+			}
+			dj, _ := fs[0].attr("decision_json")
+			if err := w.Assert(steps.JSONEqual([]byte(dj), d.raw), "the frame of decision %s%s does not hold the decision POST answered:\nframe: %s\nPOST:  %s", id, s.since(), dj, d.raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	c.Then(`^the WAL holds no autonomy\.preflight frame of that refused request$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		if s.refused == nil {
