@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -27,22 +26,6 @@ func load(t *testing.T) (*scenarios.Registry, *scenarios.Corpus) {
 		t.Fatal(err)
 	}
 	return reg, corpus
-}
-
-// witnessed lists the ids that have scenarios: every one of them needs a rule.
-func witnessed(corpus *scenarios.Corpus) []string {
-	seen := map[string]bool{}
-	for _, s := range corpus.Scenarios {
-		for _, id := range s.ReqIDs {
-			seen[id] = true
-		}
-	}
-	var ids []string
-	for id := range seen {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
 }
 
 // TestEveryScenarioFailsAgainstSomeSabotagedHost runs each rule against the

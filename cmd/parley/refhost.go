@@ -62,10 +62,12 @@ PARLEY_DATA); a flag on the command line wins.`,
 			if s := target.NewRefhost().Subject(); s.Declared() {
 				line.Subject = &target.ReadySubject{Name: s.Name, Digest: map[string]string{"sha256": s.Digest["sha256"]}}
 			}
-			ready, _ := json.Marshal(line)
-			fmt.Fprintln(cmd.OutOrStdout(), string(ready))
+			// Listen for SIGTERM before saying ready: a stop that comes right
+			// after the ready line must still close the host cleanly.
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			ready, _ := json.Marshal(line)
+			fmt.Fprintln(cmd.OutOrStdout(), string(ready))
 			<-sig
 			return h.Close()
 		},
