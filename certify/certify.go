@@ -246,7 +246,7 @@ func (o *Outcome) Decide(allowBlocked bool) Decision {
 func evidenceRun(res *runner.Result, allowBlocked bool) evidence.Run {
 	b := suitebuild.Read()
 	return evidence.Run{Seed: res.Seed, Tags: res.Tags, Profiles: res.Profiles, Started: res.Started, Finished: res.Finished, Rows: res.Rows,
-		AllowBlocked: allowBlocked, SuiteVersion: b.Version, SuiteCommit: b.Commit}
+		AllowBlocked: allowBlocked, SuiteVersion: b.Version, SuiteCommit: b.Commit, Facts: res.Facts}
 }
 
 func evidenceHost(t target.Target) evidence.Host {

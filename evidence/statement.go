@@ -50,14 +50,17 @@ type Predicate struct {
 	Profiles       []string   `json:"profiles"`
 	// AllowBlocked records that the run was asked to accept blocked
 	// requirements (a partial certification): without it, blocked fails.
-	AllowBlocked      bool            `json:"allowBlocked"`
-	StartedAt         time.Time       `json:"startedAt"`
-	FinishedAt        time.Time       `json:"finishedAt"`
-	Signing           SigningInfo     `json:"signing"`
-	Requirements      []verdict.Row   `json:"requirements"`
-	Unwitnessable     []Unwitnessable `json:"unwitnessable"`
-	Totals            Totals          `json:"totals"`
-	ProfilesCertified []string        `json:"profilesCertified"`
+	AllowBlocked bool          `json:"allowBlocked"`
+	StartedAt    time.Time     `json:"startedAt"`
+	FinishedAt   time.Time     `json:"finishedAt"`
+	Signing      SigningInfo   `json:"signing"`
+	Requirements []verdict.Row `json:"requirements"`
+	// Facts are what the run learned about the host where a spec leaves a
+	// choice open (the AGTP body form it was sent, where it put a reason).
+	Facts             map[string][]string `json:"facts"`
+	Unwitnessable     []Unwitnessable     `json:"unwitnessable"`
+	Totals            Totals              `json:"totals"`
+	ProfilesCertified []string            `json:"profilesCertified"`
 }
 
 // SuiteInfo names the suite build that produced the bundle.
@@ -113,6 +116,9 @@ type Run struct {
 	AllowBlocked bool
 	// SuiteVersion and SuiteCommit name the parley build that ran.
 	SuiteVersion, SuiteCommit string
+	// Facts are what the run learned about the host: the choices it
+	// declared where a spec leaves one open, what the suite saw it do.
+	Facts map[string][]string
 }
 
 // Host is what the target says of the host it drove.
@@ -141,8 +147,12 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, run Run, host Host
 		FinishedAt:     run.Finished,
 		Signing:        signing,
 		Requirements:   run.Rows,
+		Facts:          map[string][]string{},
 		Unwitnessable:  []Unwitnessable{},
 		Totals:         Count(run.Rows),
+	}
+	for k, vs := range run.Facts {
+		p.Facts[k] = append([]string{}, vs...)
 	}
 	for digest, doc := range host.Configurations {
 		// The digest is of the document as the host received it; the

@@ -68,6 +68,9 @@ type Result struct {
 	Finished  time.Time
 	Scenarios []ScenarioResult
 	Rows      []Row
+	// Facts are what scenarios recorded about the host (World.Fact), every
+	// value of every key, sorted.
+	Facts map[string][]string
 }
 
 // DefaultConcurrency follows the machine: scenarios mostly wait on hosts and
@@ -164,11 +167,11 @@ func Run(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus,
 	sort.Strings(res.Profiles)
 
 	if len(selected) > 0 {
-		got, err := runGodog(ctx, reg, corpus, selected, godogFilter(filter, profiles), seed, opt)
+		got, facts, err := runGodog(ctx, reg, corpus, selected, godogFilter(filter, profiles), seed, opt)
 		if err != nil {
 			return nil, err
 		}
-		res.Scenarios = got
+		res.Scenarios, res.Facts = got, facts
 	}
 	res.Finished = time.Now().UTC()
 	res.Rows = rows(res.Scenarios, profileSkipped)
@@ -222,7 +225,7 @@ func godogFilter(f *scenarios.Filter, profiles map[string]bool) string {
 	return strings.Join(alts, ",")
 }
 
-func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus, selected []scenarios.Scenario, tags string, seed int64, opt Options) ([]ScenarioResult, error) {
+func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus, selected []scenarios.Scenario, tags string, seed int64, opt Options) ([]ScenarioResult, map[string][]string, error) {
 	// Results are matched to scenarios by godog's pickle id, which names
 	// one example row of an outline exactly.
 	byPickle := make(map[string]scenarios.Scenario, len(selected))
@@ -238,6 +241,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		mu        sync.Mutex
 		results   []ScenarioResult
 		seen      = map[string]bool{}
+		facts     = map[string]map[string]bool{}
 		strays    []string
 		done      int
 		notPassed int
@@ -252,6 +256,14 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 			return
 		}
 		seen[pickle.Id] = true
+		for k, vs := range w.Facts() {
+			if facts[k] == nil {
+				facts[k] = map[string]bool{}
+			}
+			for _, v := range vs {
+				facts[k][v] = true
+			}
+		}
 		r := classify(w, err)
 		r.URI, r.Line, r.Name, r.ReqIDs = s.URI, s.Line, s.Name, s.ReqIDs
 		results = append(results, r)
@@ -326,10 +338,10 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 	status := suite.Run()
 	os.Unsetenv("GODOG_SEED")
 	if status == 2 {
-		return nil, errors.New("godog refused its options (see the message above)")
+		return nil, nil, errors.New("godog refused its options (see the message above)")
 	}
 	if len(strays) > 0 {
-		return nil, fmt.Errorf("suite fault: godog ran %d scenario(s) the selection does not name: %s", len(strays), strings.Join(strays, "; "))
+		return nil, nil, fmt.Errorf("suite fault: godog ran %d scenario(s) the selection does not name: %s", len(strays), strings.Join(strays, "; "))
 	}
 	var missing []string
 	for id, s := range byPickle {
@@ -339,7 +351,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 	}
 	if len(missing) > 0 {
 		sort.Strings(missing)
-		return nil, fmt.Errorf("suite fault: %d selected scenario(s) did not run: %s", len(missing), strings.Join(missing, "; "))
+		return nil, nil, fmt.Errorf("suite fault: %d selected scenario(s) did not run: %s", len(missing), strings.Join(missing, "; "))
 	}
 	sort.Slice(results, func(i, j int) bool {
 		if results[i].URI != results[j].URI {
@@ -347,7 +359,14 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		}
 		return results[i].Line < results[j].Line
 	})
-	return results, nil
+	out := make(map[string][]string, len(facts))
+	for k, vs := range facts {
+		for v := range vs {
+			out[k] = append(out[k], v)
+		}
+		sort.Strings(out[k])
+	}
+	return results, out, nil
 }
 
 // classify turns how a scenario ended into a verdict. The verdict's type

@@ -60,6 +60,7 @@ type World struct {
 	stateDir     string
 	current      *target.Host
 	restarts     []func(*target.Host)
+	facts        map[string]map[string]bool
 	cleanups     []func()
 }
 
@@ -259,6 +260,34 @@ func (w *World) KeepState() error {
 	w.stateDir = dir
 	w.cleanups = append(w.cleanups, func() { _ = os.RemoveAll(dir) })
 	return nil
+}
+
+// Fact records something the scenario learned about the host that a
+// reader of the evidence should see (which body form it was sent, where it
+// put a reason word); the run gathers every value of every key.
+func (w *World) Fact(key, value string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.facts == nil {
+		w.facts = map[string]map[string]bool{}
+	}
+	if w.facts[key] == nil {
+		w.facts[key] = map[string]bool{}
+	}
+	w.facts[key][value] = true
+}
+
+// Facts returns what the scenario recorded with Fact.
+func (w *World) Facts() map[string][]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make(map[string][]string, len(w.facts))
+	for k, vs := range w.facts {
+		for v := range vs {
+			out[k] = append(out[k], v)
+		}
+	}
+	return out
 }
 
 // OnRestart registers f to run with the new host after a restart (a family

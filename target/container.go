@@ -46,6 +46,8 @@ type Container struct {
 	Image        string
 	StartTimeout time.Duration
 	HostNetwork  bool
+	// AGTPBodyForm is the body form the image's host declares it reads.
+	AGTPBodyForm string
 	p            pool
 
 	mu      sync.Mutex
@@ -119,7 +121,12 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, Stopper, erro
 		return c.Terminate(context.Background())
 	}
 	stop := func() error { return stopWith(false) }
-	h := &Host{Config: cfg, Isolated: !t.HostNetwork}
+	form, err := CheckBodyForm(t.AGTPBodyForm)
+	if err != nil {
+		_ = stop()
+		return nil, nil, err
+	}
+	h := &Host{Config: cfg, Isolated: !t.HostNetwork, AGTPBodyForm: form}
 	if t.HostNetwork {
 		r, err := readyLineOf(ctx, c)
 		if msg := checkEndpoints(r); err == nil && msg != "" {

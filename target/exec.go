@@ -29,6 +29,9 @@ type ReadyLine struct {
 	Reason string `json:"reason,omitempty"`
 	// Subject is the build the host says it is, named by its digest.
 	Subject *ReadySubject `json:"subject,omitempty"`
+	// AGTPBodyForm is the AGTP request body form the host reads
+	// ("envelope", the default, or "flat").
+	AGTPBodyForm string `json:"agtp_body_form,omitempty"`
 }
 
 // ReadySubject is the subject a ready line declares.
@@ -158,6 +161,11 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 			_ = stop()
 			return failed(msg)
 		}
+		form, err := CheckBodyForm(r.AGTPBodyForm)
+		if err != nil {
+			_ = stop()
+			return failed("its ready line's " + err.Error())
+		}
 		if r.Subject != nil {
 			s, err := readySubject(r.Subject)
 			if err != nil {
@@ -171,7 +179,7 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 			t.subjects[s.Name+"\x00"+s.Digest["sha256"]] = s
 			t.mu.Unlock()
 		}
-		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, Config: cfg, logs: logs.snapshot}, stopWith, nil
+		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, AGTPBodyForm: form, Config: cfg, logs: logs.snapshot}, stopWith, nil
 	case err := <-exited:
 		exited <- err
 		// What it printed before exiting may still be in the pipe.

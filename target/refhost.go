@@ -15,7 +15,12 @@ import (
 
 // Refhost runs the bundled reference host in-process, one instance per
 // distinct configuration, each with its own temporary data directory.
-type Refhost struct{ p pool }
+type Refhost struct {
+	p pool
+	// AGTPBodyForm is the form the suite is told the host reads; the
+	// reference host reads both, so either may be declared.
+	AGTPBodyForm string
+}
 
 // NewRefhost returns the default target.
 func NewRefhost() *Refhost {
@@ -37,7 +42,8 @@ func NewRefhost() *Refhost {
 			}
 			return h.Close()
 		}
-		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, Config: cfg, logs: logs.snapshot}, stop, nil
+		form, _ := CheckBodyForm(t.AGTPBodyForm)
+		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, AGTPBodyForm: form, Config: cfg, logs: logs.snapshot}, stop, nil
 	}
 	return t
 }

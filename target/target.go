@@ -59,7 +59,28 @@ type Host struct {
 	// container): it cannot reach servers the suite runs on loopback, such
 	// as fake peers and destinations.
 	Isolated bool
-	logs     func() []string
+	// AGTPBodyForm is the request body form the host declares it reads,
+	// where the AGTP drafts leave the choice open: BodyFormEnvelope (the
+	// default, as the drafts show it) or BodyFormFlat.
+	AGTPBodyForm string
+	logs         func() []string
+}
+
+// The AGTP request body forms a host may declare.
+const (
+	BodyFormEnvelope = "envelope"
+	BodyFormFlat     = "flat"
+)
+
+// CheckBodyForm accepts "" (the default, envelope) or a declared form.
+func CheckBodyForm(form string) (string, error) {
+	switch form {
+	case "", BodyFormEnvelope:
+		return BodyFormEnvelope, nil
+	case BodyFormFlat:
+		return BodyFormFlat, nil
+	}
+	return "", fmt.Errorf("AGTP body form %q: want %q or %q", form, BodyFormEnvelope, BodyFormFlat)
 }
 
 // Logs returns what the host has logged since it started, when the target
@@ -296,7 +317,7 @@ func Wrap(h *Host, httpURL, agtp string, logs func() []string) *Host {
 	if logs == nil {
 		logs = h.logs
 	}
-	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, Isolated: h.Isolated, logs: logs}
+	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, Isolated: h.Isolated, AGTPBodyForm: h.AGTPBodyForm, logs: logs}
 }
 
 // WithConfig returns h as though it ran cfg: for a wrapper that started the

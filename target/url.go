@@ -13,6 +13,8 @@ type URL struct {
 	HTTP     string
 	AGTP     string
 	Declared Config
+	// AGTPBodyForm is the body form the running host declares it reads.
+	AGTPBodyForm string
 }
 
 func (t *URL) Kind() string { return "url" }
@@ -21,7 +23,11 @@ func (t *URL) Acquire(_ context.Context, cfg Config) (*Host, error) {
 	if !t.Declared.Satisfies(cfg) {
 		return nil, fmt.Errorf("%w: the running host declares another configuration than this scenario needs (%s); a url host cannot be reconfigured, so certify these requirements with the exec or refhost target", ErrUnsatisfiable, t.Declared.Differences(cfg))
 	}
-	return &Host{HTTP: strings.TrimSuffix(t.HTTP, "/"), AGTP: t.AGTP, Config: t.Declared}, nil
+	form, err := CheckBodyForm(t.AGTPBodyForm)
+	if err != nil {
+		return nil, err
+	}
+	return &Host{HTTP: strings.TrimSuffix(t.HTTP, "/"), AGTP: t.AGTP, AGTPBodyForm: form, Config: t.Declared}, nil
 }
 
 func (t *URL) Configurations() []Config { return []Config{t.Declared} }

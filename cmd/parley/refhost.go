@@ -16,7 +16,7 @@ import (
 )
 
 func newRefhostCmd() *cobra.Command {
-	var data, listen, agtpListen string
+	var data, listen, agtpListen, bodyForm string
 	c := &cobra.Command{
 		Use:   "refhost CONFIG.json",
 		Short: "Run the bundled reference host with a configuration document",
@@ -34,6 +34,9 @@ PARLEY_DATA); a flag on the command line wins.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := envDefaults(cmd.Flags()); err != nil {
 				return err
+			}
+			if _, err := target.CheckBodyForm(bodyForm); err != nil {
+				return usage("--agtp-body-form: %v", err)
 			}
 			b, err := os.ReadFile(args[0])
 			if err != nil {
@@ -56,7 +59,7 @@ PARLEY_DATA); a flag on the command line wins.`,
 			if err != nil {
 				return usage("%v", err)
 			}
-			line := target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr}
+			line := target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr, AGTPBodyForm: bodyForm}
 			// The reference host is built into this binary: its digest
 			// names the build that serves.
 			if s := target.NewRefhost().Subject(); s.Declared() {
@@ -74,6 +77,7 @@ PARLEY_DATA); a flag on the command line wins.`,
 	}
 	c.Flags().StringVar(&data, "data", "", "directory for durable state (default: a temporary directory removed at exit)")
 	c.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "HTTP listen address")
+	c.Flags().StringVar(&bodyForm, "agtp-body-form", "", "the AGTP request body form to declare in the ready line, envelope or flat (the reference host reads both)")
 	c.Flags().StringVar(&agtpListen, "agtp-listen", "127.0.0.1:0", "AGTP/1.0 listen address (used when the configuration has an agtp section; plaintext is served only to loopback peers)")
 	return c
 }

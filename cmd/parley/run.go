@@ -24,6 +24,7 @@ import (
 
 type runFlags struct {
 	target       string
+	agtpBodyForm string
 	execCmd      string
 	image        string
 	url          string
@@ -74,6 +75,7 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 	fl.StringVar(&f.execCmd, "exec", "", "command line of the host to start (target exec)")
 	fl.StringVar(&f.url, "url", "", "base URL of a running host's HTTP surface (target url)")
 	fl.StringVar(&f.agtp, "agtp", "", "host:port of a running host's AGTP listener (target url)")
+	fl.StringVar(&f.agtpBodyForm, "agtp-body-form", "", "the AGTP request body form the host reads, envelope (default) or flat (targets url, container and refhost; an exec host declares it in its ready line)")
 	fl.StringVar(&f.hostConfig, "host-config", "", "the configuration a running host declares (target url; schemas/host-config.json)")
 	fl.StringVar(&f.tags, "tags", "", "godog tag filter: ',' OR, '&&' AND, '~' NOT, e.g. '@profile:contractrefine-preflight && ~@req:contractrefine.preflight.mode.typo-startup-warning'")
 	fl.StringSliceVar(&f.profiles, "profile", nil, "profile to certify (repeatable); others are reported skipped (default: all)")
@@ -108,9 +110,17 @@ func envDefaults(fs *pflag.FlagSet) error {
 }
 
 func buildTarget(f *runFlags) (target.Target, error) {
+	if _, err := target.CheckBodyForm(f.agtpBodyForm); err != nil {
+		return nil, usage("--agtp-body-form: %v", err)
+	}
+	if f.agtpBodyForm != "" && f.target == "exec" {
+		return nil, usage("--agtp-body-form: an exec host declares its body form in its ready line (\"agtp_body_form\")")
+	}
 	switch f.target {
 	case "refhost":
-		return target.NewRefhost(), nil
+		t := target.NewRefhost()
+		t.AGTPBodyForm = f.agtpBodyForm
+		return t, nil
 	case "exec":
 		if f.execCmd == "" {
 			return nil, usage("--target exec needs --exec \"<command>\" (it is run as '<command> <config.json>')")
@@ -134,12 +144,16 @@ func buildTarget(f *runFlags) (target.Target, error) {
 		if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
 			return nil, usage("--host-config %s does not satisfy schemas/host-config.json: %v", f.hostConfig, err)
 		}
-		return &target.URL{HTTP: f.url, AGTP: f.agtp, Declared: cfg}, nil
+		return &target.URL{HTTP: f.url, AGTP: f.agtp, Declared: cfg, AGTPBodyForm: f.agtpBodyForm}, nil
 	case "container":
 		if f.image == "" {
 			return nil, usage("--target container needs --image (an image already on the local Docker engine)")
 		}
-		return target.NewContainer(f.image)
+		c, err := target.NewContainer(f.image)
+		if err == nil {
+			c.AGTPBodyForm = f.agtpBodyForm
+		}
+		return c, err
 	default:
 		return nil, usage("--target %q: want refhost, exec, url or container", f.target)
 	}
