@@ -11,6 +11,7 @@ import (
 
 	"github.com/parley-conformance/parley/peers/sse"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
 )
 
 const (
@@ -45,6 +46,8 @@ type tenantStream struct {
 	// the response headers); every frame is observed as an answer to it.
 	sub  *steps.Response
 	seen []frameRec
+	// lastEventID is what the subscription named in Last-Event-ID.
+	lastEventID string
 }
 
 func registerEvents(c *steps.Catalog) {
@@ -78,44 +81,100 @@ func openStreams(ctx context.Context) error {
 
 // openStream opens (once) the tenant's host-event stream.
 func openStream(ctx context.Context, tenant string) error {
-	w, s := steps.From(ctx), st(ctx)
+	s := st(ctx)
 	s.mu.Lock()
 	open := s.streams[tenant] != nil
 	s.mu.Unlock()
 	if open {
 		return nil
 	}
-	key, err := s.key(tenant)
+	ts, err := dialStream(ctx, tenant, "")
 	if err != nil {
 		return err
+	}
+	s.mu.Lock()
+	s.streams[tenant] = ts
+	s.mu.Unlock()
+	return nil
+}
+
+// dialStream subscribes to the tenant's /host/events, naming lastEventID in
+// Last-Event-ID when it is not empty. The stream outlives the step; the
+// scenario's end closes it, and so does a restart of the host (which ends
+// it anyway): the next inbound exchange opens the tenant's stream again.
+func dialStream(ctx context.Context, tenant, lastEventID string) (*tenantStream, error) {
+	w, s := steps.From(ctx), st(ctx)
+	key, err := s.key(tenant)
+	if err != nil {
+		return nil, err
 	}
 	h, err := w.Host(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sub := &steps.Response{Method: http.MethodGet, URL: hostEventsPath,
-		ReqHeader: http.Header{"Accept": {"text/event-stream"}, "Authorization": {"Bearer " + key}}}
-	// The stream outlives this step; Cleanup closes it when the scenario ends.
+	s.hookRestart(w)
+	hdr := http.Header{"Accept": {"text/event-stream"}, "Authorization": {"Bearer " + key}}
+	if lastEventID != "" {
+		hdr.Set("Last-Event-ID", lastEventID)
+	}
+	sub := &steps.Response{Method: http.MethodGet, URL: hostEventsPath, ReqHeader: hdr}
 	str, err := sse.Dial(context.Background(), h.HTTP+hostEventsPath, sse.Options{
-		APIKey: key, ConnectTimeout: steps.ExchangeTimeout, MaxFrameBytes: 1 << 20,
+		APIKey: key, LastEventID: lastEventID, ConnectTimeout: steps.ExchangeTimeout, MaxFrameBytes: 1 << 20,
 	})
 	var se *sse.StatusError
 	if errors.As(err, &se) {
 		sub.Status, sub.Header, sub.Body = se.Status, http.Header{"Content-Type": {se.ContentType}}, []byte(se.Body)
 		w.Observe(sub)
-		return w.Assert(false, "tenant %q's %s answered %d (%s), not an event stream: %s", tenant, hostEventsPath, se.Status, se.ContentType, se.Body)
+		return nil, w.Assert(false, "tenant %q's %s answered %d (%s), not an event stream: %s", tenant, hostEventsPath, se.Status, se.ContentType, se.Body)
 	}
 	if err != nil {
 		w.Observe(sub)
-		return steps.Fail("tenant %q's %s opened no event stream: %v", tenant, hostEventsPath, err)
+		return nil, steps.Fail("tenant %q's %s opened no event stream: %v", tenant, hostEventsPath, err)
 	}
 	w.Cleanup(str.Close)
 	sub.Status, sub.Header = str.Status, str.Header
 	w.Observe(sub)
+	return &tenantStream{tenant: tenant, s: str, sub: sub, lastEventID: lastEventID}, nil
+}
+
+// hookRestart makes a restart of the host forget what belonged to the
+// host that stopped: its streams (their frames are kept as the tenant's
+// history), the inbound URLs discovery gave and the A2A endpoint.
+func (s *state) hookRestart(w *steps.World) {
 	s.mu.Lock()
-	s.streams[tenant] = &tenantStream{tenant: tenant, s: str, sub: sub}
-	s.mu.Unlock()
-	return nil
+	defer s.mu.Unlock()
+	if s.hooked {
+		return
+	}
+	s.hooked = true
+	w.OnRestart(func(*target.Host) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for t, ts := range s.streams {
+			ts.s.Close()
+			s.retired[t] = append(s.retired[t], ts.seen...)
+		}
+		if s.extra != nil {
+			s.extra.s.Close()
+			s.extra = nil
+		}
+		s.streams = map[string]*tenantStream{}
+		s.serves = map[string]string{}
+		s.disc = nil
+		s.rpc = ""
+	})
+}
+
+// history is every frame the tenant's live streams delivered so far, in
+// the order they came (streams a restart ended first).
+func (s *state) history(tenant string) []frameRec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append([]frameRec(nil), s.retired[tenant]...)
+	if ts := s.streams[tenant]; ts != nil {
+		out = append(out, ts.seen...)
+	}
+	return out
 }
 
 // opened returns the tenant's stream, which an inbound exchange opened.
@@ -185,6 +244,28 @@ func (t *tenantStream) until(w *steps.World, timeout time.Duration, match func(f
 		}
 	}
 	return frameRec{}, false, steps.Fail("tenant %q's host-event stream sent over %d frames without the one awaited", t.tenant, maxFramesPerWait)
+}
+
+// find returns the first frame already read that matches, or reads on
+// until one does (ok false when none came within timeout).
+func (t *tenantStream) find(w *steps.World, timeout time.Duration, match func(frameRec) bool) (frameRec, bool, error) {
+	for _, r := range t.seen {
+		if match(r) {
+			return r, true, nil
+		}
+	}
+	return t.until(w, timeout, match)
+}
+
+// id is the record's eventId: the envelope's, else the frame's SSE id.
+func (r frameRec) id() string {
+	if r.eventID != "" {
+		return r.eventID
+	}
+	if r.frame.HasID {
+		return r.frame.ID
+	}
+	return ""
 }
 
 // settleAfter reads whatever else arrives within d.
