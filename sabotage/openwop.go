@@ -165,8 +165,8 @@ type crossTenant struct {
 	// into, when set, picks the streams the records leak into.
 	into func(x *Exchange) bool
 	mu   sync.Mutex
-	seen     []leaked
-	sent     map[*Exchange]map[int]bool
+	seen []leaked
+	sent map[*Exchange]map[int]bool
 }
 
 type leaked struct {

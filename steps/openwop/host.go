@@ -1,6 +1,6 @@
 // Package openwop binds the OpenWOP RFC 0242 features (features/openwop) to a
 // host's wire: discovery (GET /.well-known/openwop), the inbound A2A agent
-// card and MCP initialize, the host-event stream (GET /host/events), a run's
+// card, A2A JSON-RPC and MCP initialize, the host-event stream (GET /host/events), a run's
 // log (GET /runs/{runId}/events/poll) and, for the outbound direction, the
 // sample invoke seams driven against fake peers that the suite itself runs.
 //
@@ -12,12 +12,19 @@
 // only live (without replaying history) is seen too, on whichever stream it
 // reaches.
 //
+// Durable host events (durable.go): a new subscription must replay what was
+// recorded before it opened, a resumed one (Last-Event-ID) must continue
+// after the record it names, and both hold across a restart or crash of a
+// host of the scenario's own; a record without a tenant must reach no
+// tenant's stream.
+//
 // Preconditions (scenarios/openwop.toml [[precondition]]): reading discovery
-// to find where the host serves a protocol inbound, subscribing to each
-// tenant's host-event stream, and the barrier exchange whose own record
-// proves that a stream has caught up. When the host gets
-// either wrong, a scenario that does not witness the requirement behind it
-// is blocked naming that requirement, whose own scenario fails.
+// to find where the host serves a protocol inbound, the JSON-RPC endpoint
+// the agent card names, subscribing to each tenant's host-event stream, the
+// barrier exchange whose own record proves that a stream has caught up, and
+// a new subscription replaying (what a durability check reads with). When
+// the host gets one wrong, a scenario that does not witness the requirement
+// behind it is blocked naming that requirement, whose own scenario fails.
 package openwop
 
 import (
