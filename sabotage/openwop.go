@@ -866,6 +866,18 @@ func init() {
 		},
 		{
 			ID:      "openwop.requirement.0242.inbound.recorded",
+			Variant: "no-workspace",
+			Broken:  "writes inbound A2A host events without the workspaceId the request named",
+			Stream: hostRecords(func(_ *Exchange, raw []byte, r hostRecord) [][]byte {
+				if r.payload == nil || !r.is("a2a", "") {
+					return [][]byte{raw}
+				}
+				delete(r.env, "workspaceId")
+				return [][]byte{withEnvelope(r)}
+			}),
+		},
+		{
+			ID:      "openwop.requirement.0242.inbound.recorded",
 			Variant: "no-at",
 			Broken:  "writes inbound A2A host events without `at`, which the payload requires",
 			Stream:  editHostPayloads("a2a", noAt),

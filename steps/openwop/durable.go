@@ -137,8 +137,8 @@ func makeExchanges(ctx context.Context, tenant string, n int, protocol string) (
 		if err != nil {
 			return nil, steps.Precondition(pre, err)
 		}
-		if err := w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of its accepted %s exchange %d of %d (workspace %s) among %d frames",
-			recordWait, tenant, protocol, i+1, n, x.workspace, len(ts.seen)); err != nil {
+		if err := w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of its accepted %s exchange %d of %d (workspace %s): %s",
+			recordWait, tenant, protocol, i+1, n, x.workspace, missing(ts, protocol, x.named)); err != nil {
 			return nil, steps.Precondition(pre, err)
 		}
 		if err := w.Assert(r.id() != "", "the record of an accepted %s exchange came with neither an eventId nor an SSE id, so no subscriber could resume after it: %s", protocol, r.text()); err != nil {
@@ -175,7 +175,8 @@ func settleBarrier(ctx context.Context, ts *tenantStream, protocol string) (ws s
 	if err != nil {
 		return "", false, steps.Precondition(pre, err)
 	}
-	if err := w.Assert(ok, "within %s, tenant %q's live host-event stream delivered no record of an accepted %s exchange at the preferred version (workspace %s)", recordWait, ts.tenant, protocol, ws); err != nil {
+	if err := w.Assert(ok, "within %s, tenant %q's live host-event stream delivered no record of an accepted %s exchange at the preferred version (workspace %s): %s",
+		recordWait, ts.tenant, protocol, ws, missing(live, protocol, st(ctx).preferred(protocol))); err != nil {
 		return "", false, steps.Precondition(pre, err)
 	}
 	_, gotB, err = ts.find(w, recordWait, carrying(ws))

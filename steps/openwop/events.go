@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -317,7 +318,7 @@ func barrierPrecondition(protocol string) string {
 // fails the inbound.recorded scenarios, so here that is a failed
 // precondition.
 func awaitBarrier(ctx context.Context, ts *tenantStream, protocol string) error {
-	w := steps.From(ctx)
+	w, s := steps.From(ctx), st(ctx)
 	pre := barrierPrecondition(protocol)
 	ws, err := barrier(ctx, ts.tenant, protocol)
 	if err != nil {
@@ -327,8 +328,8 @@ func awaitBarrier(ctx context.Context, ts *tenantStream, protocol string) error 
 	if err != nil {
 		return steps.Precondition(pre, err)
 	}
-	return steps.Precondition(pre, w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of an accepted %s exchange at the preferred version (the barrier, workspace %s), among %d frames read",
-		recordWait, ts.tenant, protocol, ws, len(ts.seen)))
+	return steps.Precondition(pre, w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of an accepted %s exchange at the preferred version (the barrier, workspace %s): %s",
+		recordWait, ts.tenant, protocol, ws, missing(ts, protocol, s.preferred(protocol))))
 }
 
 // ownRecord finds the record of the last inbound exchange on its tenant's
@@ -351,8 +352,8 @@ func ownRecord(ctx context.Context, tenant string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of the %s exchange (workspace %s) among %d frames; the host answered that exchange %s",
-		recordWait, tenant, x.protocol, x.workspace, len(ts.seen), x.detail()); err != nil {
+	if err := w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of the %s exchange (workspace %s): %s; the host answered that exchange %s",
+		recordWait, tenant, x.protocol, x.workspace, missing(ts, x.protocol, x.named), x.detail()); err != nil {
 		return err
 	}
 	if err := awaitBarrier(ctx, ts, x.protocol); err != nil {
@@ -410,4 +411,35 @@ func notDelivered(ctx context.Context, tenant string) error {
 		first = leaked[0].text()
 	}
 	return w.Assert(len(leaked) == 0, "tenant %q's stream delivered %d record(s) of tenant %q's exchange (workspace %s): %s", tenant, len(leaked), x.tenant, x.workspace, first)
+}
+
+// missing says what a stream delivered instead of the record of an exchange
+// of the protocol that named the version named: never only "no record".
+// Every exchange the suite makes as a tenant names a workspace, so a record
+// without one that matches the exchange is the record with its marker lost.
+func missing(ts *tenantStream, protocol, named string) string {
+	if len(ts.seen) == 0 {
+		return "it delivered nothing at all (not one frame)"
+	}
+	decided := 0
+	var lookalike []frameRec
+	for _, r := range ts.seen {
+		if !isDecided(r) {
+			continue
+		}
+		decided++
+		p, _ := r.env["payload"].(map[string]any)
+		ws, _ := r.env["workspaceId"].(string)
+		if p != nil && ws == "" && p["protocol"] == strings.ToLower(protocol) && (named == "" || p["requested"] == named) {
+			lookalike = append(lookalike, r)
+		}
+	}
+	switch {
+	case len(lookalike) > 0:
+		return fmt.Sprintf("it delivered %d record(s) that match the exchange (protocol %s, requested %q) without its workspace marker, for example: %s",
+			len(lookalike), strings.ToLower(protocol), named, lookalike[len(lookalike)-1].text())
+	case decided == 0:
+		return fmt.Sprintf("it delivered %d frames, none a negotiation.decided record", len(ts.seen))
+	}
+	return fmt.Sprintf("it delivered %d negotiation.decided records (of %d frames), none carrying the exchange's workspace marker or matching it", decided, len(ts.seen))
 }
