@@ -90,16 +90,17 @@ Feature: A negotiation record names the version that was asked for
   @req:openwop.rfc0242.downgrade.reads-as-accepted @profile:openwop-rfc0242
   Scenario Outline: An inbound A2A downgrade reads as an accepted record whose version differs from requested
     Given the host serves A2A inbound
-    When tenant "acme" fetches the host's agent card naming A2A version "<ask>"
+    When tenant "acme" <asks> naming A2A version "<ask>"
     Then the host answers in A2A version "<agreed>"
     And tenant "acme"'s host-event stream delivers exactly one negotiation.decided record of that exchange
     And that record's envelope satisfies the schema "openwop/host-event.envelope.json"
     And that record is a downgrade from "<ask>" to "<agreed>"
 
     Examples:
-      | ask | agreed |
-      | 0.5 | 0.3    |
-      | 2.0 | 1.0    |
+      | asks                                                             | ask | agreed |
+      | fetches the host's agent card                                    | 0.5 | 0.3    |
+      | fetches the host's agent card                                    | 2.0 | 1.0    |
+      | sends a JSON-RPC message to the A2A endpoint the host advertises | 0.5 | 0.3    |
 
   @req:openwop.rfc0242.downgrade.reads-as-accepted @profile:openwop-rfc0242
   Scenario Outline: An inbound MCP downgrade reads as an accepted record whose version differs from requested

@@ -24,7 +24,7 @@ type negotiationDecided struct {
 	Floor      string `json:"floor,omitempty"`
 	PeerDigest string `json:"peerDigest,omitempty"`
 	Reason     string `json:"reason,omitempty"`
-	At         string `json:"at,omitempty"`
+	At         string `json:"at"`
 }
 
 // hostEnvelope is one /host/events frame's data. It has no runId field at

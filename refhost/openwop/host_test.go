@@ -283,17 +283,31 @@ func TestInboundMCPRecordsRequested(t *testing.T) {
 	assert.Equal(t, 400, call("2025-11-25", res.SessionID))
 	assert.Equal(t, 404, call("2025-06-18", "nope"))
 
-	// Header and params that disagree are refused.
-	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp",
-		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`))
-	req.Header.Set("Authorization", "Bearer k1")
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	_, _, p = next(t, s)
-	assert.Equal(t, "conflicting-versions", p["reason"])
-	assert.Equal(t, "2025-06-18", p["requested"])
+	// On initialize the revision asked for is params.protocolVersion; a
+	// header that says something else does not change the negotiation.
+	for _, tc := range []struct{ params, header, version, outcome string }{
+		{"2025-06-18", "2025-11-25", "2025-06-18", "accepted"},
+		{"2025-11-25", "2024-11-05", "2025-11-25", "accepted"},
+		{"2024-11-05", "2025-11-25", "", "refused"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/mcp",
+			strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"`+tc.params+`"}}`))
+		req.Header.Set("Authorization", "Bearer k1")
+		req.Header.Set("MCP-Protocol-Version", tc.header)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		var answer struct {
+			Result struct {
+				ProtocolVersion string `json:"protocolVersion"`
+			} `json:"result"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&answer))
+		resp.Body.Close()
+		assert.Equal(t, tc.version, answer.Result.ProtocolVersion)
+		_, _, p = next(t, s)
+		assert.Equal(t, tc.outcome, p["outcome"])
+		assert.Equal(t, tc.params, p["requested"])
+	}
 }
 
 // B.4: an unauthenticated exchange is recorded, with no tenant, and reaches

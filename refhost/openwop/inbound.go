@@ -303,16 +303,17 @@ func (h *Host) mcpInitialize(w http.ResponseWriter, r *http.Request, c caller, r
 		ProtocolVersion json.RawMessage `json:"protocolVersion"`
 	}
 	_ = json.Unmarshal(req.Params, &p)
+	// The revision a client asks for is initialize's protocolVersion: the
+	// MCP-Protocol-Version header belongs to the requests that follow
+	// initialization, so on initialize it is only a fallback for a client
+	// that named nothing in params, never a second opinion that overrides
+	// or conflicts with them.
 	var requested string
 	named := json.Unmarshal(p.ProtocolVersion, &requested) == nil && requested != ""
-	header := strings.TrimSpace(r.Header.Get(mcpVersionHeader))
 	if !named {
-		requested = header
+		requested = strings.TrimSpace(r.Header.Get(mcpVersionHeader))
 	}
 	d := h.cfg.mcp.answer(requested, c.tenant != "")
-	if named && header != "" && header != requested {
-		d = h.cfg.mcp.refuse(reasonConflict)
-	}
 	if err := h.recordRunless(r.Context(), c, h.decided("mcp", requested, d, "")); err != nil {
 		h.log.Error("recording inbound mcp negotiation failed", "err", err)
 		writeError(w, http.StatusServiceUnavailable, "record_failed", "the negotiation could not be recorded")

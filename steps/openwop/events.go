@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/parley-conformance/parley/peers/sse"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
 )
 
 const (
@@ -45,6 +47,8 @@ type tenantStream struct {
 	// the response headers); every frame is observed as an answer to it.
 	sub  *steps.Response
 	seen []frameRec
+	// lastEventID is what the subscription named in Last-Event-ID.
+	lastEventID string
 }
 
 func registerEvents(c *steps.Catalog) {
@@ -78,44 +82,100 @@ func openStreams(ctx context.Context) error {
 
 // openStream opens (once) the tenant's host-event stream.
 func openStream(ctx context.Context, tenant string) error {
-	w, s := steps.From(ctx), st(ctx)
+	s := st(ctx)
 	s.mu.Lock()
 	open := s.streams[tenant] != nil
 	s.mu.Unlock()
 	if open {
 		return nil
 	}
-	key, err := s.key(tenant)
+	ts, err := dialStream(ctx, tenant, "")
 	if err != nil {
 		return err
+	}
+	s.mu.Lock()
+	s.streams[tenant] = ts
+	s.mu.Unlock()
+	return nil
+}
+
+// dialStream subscribes to the tenant's /host/events, naming lastEventID in
+// Last-Event-ID when it is not empty. The stream outlives the step; the
+// scenario's end closes it, and so does a restart of the host (which ends
+// it anyway): the next inbound exchange opens the tenant's stream again.
+func dialStream(ctx context.Context, tenant, lastEventID string) (*tenantStream, error) {
+	w, s := steps.From(ctx), st(ctx)
+	key, err := s.key(tenant)
+	if err != nil {
+		return nil, err
 	}
 	h, err := w.Host(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	sub := &steps.Response{Method: http.MethodGet, URL: hostEventsPath,
-		ReqHeader: http.Header{"Accept": {"text/event-stream"}, "Authorization": {"Bearer " + key}}}
-	// The stream outlives this step; Cleanup closes it when the scenario ends.
+	s.hookRestart(w)
+	hdr := http.Header{"Accept": {"text/event-stream"}, "Authorization": {"Bearer " + key}}
+	if lastEventID != "" {
+		hdr.Set("Last-Event-ID", lastEventID)
+	}
+	sub := &steps.Response{Method: http.MethodGet, URL: hostEventsPath, ReqHeader: hdr}
 	str, err := sse.Dial(context.Background(), h.HTTP+hostEventsPath, sse.Options{
-		APIKey: key, ConnectTimeout: steps.ExchangeTimeout, MaxFrameBytes: 1 << 20,
+		APIKey: key, LastEventID: lastEventID, ConnectTimeout: steps.ExchangeTimeout, MaxFrameBytes: 1 << 20,
 	})
 	var se *sse.StatusError
 	if errors.As(err, &se) {
 		sub.Status, sub.Header, sub.Body = se.Status, http.Header{"Content-Type": {se.ContentType}}, []byte(se.Body)
 		w.Observe(sub)
-		return w.Assert(false, "tenant %q's %s answered %d (%s), not an event stream: %s", tenant, hostEventsPath, se.Status, se.ContentType, se.Body)
+		return nil, w.Assert(false, "tenant %q's %s answered %d (%s), not an event stream: %s", tenant, hostEventsPath, se.Status, se.ContentType, se.Body)
 	}
 	if err != nil {
 		w.Observe(sub)
-		return steps.Fail("tenant %q's %s opened no event stream: %v", tenant, hostEventsPath, err)
+		return nil, steps.Fail("tenant %q's %s opened no event stream: %v", tenant, hostEventsPath, err)
 	}
 	w.Cleanup(str.Close)
 	sub.Status, sub.Header = str.Status, str.Header
 	w.Observe(sub)
+	return &tenantStream{tenant: tenant, s: str, sub: sub, lastEventID: lastEventID}, nil
+}
+
+// hookRestart makes a restart of the host forget what belonged to the
+// host that stopped: its streams (their frames are kept as the tenant's
+// history), the inbound URLs discovery gave and the A2A endpoint.
+func (s *state) hookRestart(w *steps.World) {
 	s.mu.Lock()
-	s.streams[tenant] = &tenantStream{tenant: tenant, s: str, sub: sub}
-	s.mu.Unlock()
-	return nil
+	defer s.mu.Unlock()
+	if s.hooked {
+		return
+	}
+	s.hooked = true
+	w.OnRestart(func(*target.Host) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for t, ts := range s.streams {
+			ts.s.Close()
+			s.retired[t] = append(s.retired[t], ts.seen...)
+		}
+		if s.extra != nil {
+			s.extra.s.Close()
+			s.extra = nil
+		}
+		s.streams = map[string]*tenantStream{}
+		s.serves = map[string]string{}
+		s.disc = nil
+		s.rpc = ""
+	})
+}
+
+// history is every frame the tenant's live streams delivered so far, in
+// the order they came (streams a restart ended first).
+func (s *state) history(tenant string) []frameRec {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append([]frameRec(nil), s.retired[tenant]...)
+	if ts := s.streams[tenant]; ts != nil {
+		out = append(out, ts.seen...)
+	}
+	return out
 }
 
 // opened returns the tenant's stream, which an inbound exchange opened.
@@ -187,6 +247,28 @@ func (t *tenantStream) until(w *steps.World, timeout time.Duration, match func(f
 	return frameRec{}, false, steps.Fail("tenant %q's host-event stream sent over %d frames without the one awaited", t.tenant, maxFramesPerWait)
 }
 
+// find returns the first frame already read that matches, or reads on
+// until one does (ok false when none came within timeout).
+func (t *tenantStream) find(w *steps.World, timeout time.Duration, match func(frameRec) bool) (frameRec, bool, error) {
+	for _, r := range t.seen {
+		if match(r) {
+			return r, true, nil
+		}
+	}
+	return t.until(w, timeout, match)
+}
+
+// id is the record's eventId: the envelope's, else the frame's SSE id.
+func (r frameRec) id() string {
+	if r.eventID != "" {
+		return r.eventID
+	}
+	if r.frame.HasID {
+		return r.frame.ID
+	}
+	return ""
+}
+
 // settleAfter reads whatever else arrives within d.
 func (t *tenantStream) settleAfter(w *steps.World, d time.Duration) error {
 	_, _, err := t.until(w, d, func(frameRec) bool { return false })
@@ -236,7 +318,7 @@ func barrierPrecondition(protocol string) string {
 // fails the inbound.recorded scenarios, so here that is a failed
 // precondition.
 func awaitBarrier(ctx context.Context, ts *tenantStream, protocol string) error {
-	w := steps.From(ctx)
+	w, s := steps.From(ctx), st(ctx)
 	pre := barrierPrecondition(protocol)
 	ws, err := barrier(ctx, ts.tenant, protocol)
 	if err != nil {
@@ -246,8 +328,8 @@ func awaitBarrier(ctx context.Context, ts *tenantStream, protocol string) error 
 	if err != nil {
 		return steps.Precondition(pre, err)
 	}
-	return steps.Precondition(pre, w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of an accepted %s exchange at the preferred version (the barrier, workspace %s), among %d frames read",
-		recordWait, ts.tenant, protocol, ws, len(ts.seen)))
+	return steps.Precondition(pre, w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of an accepted %s exchange at the preferred version (the barrier, workspace %s): %s",
+		recordWait, ts.tenant, protocol, ws, missing(ts, protocol, s.preferred(protocol))))
 }
 
 // ownRecord finds the record of the last inbound exchange on its tenant's
@@ -270,8 +352,8 @@ func ownRecord(ctx context.Context, tenant string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of the %s exchange (workspace %s) among %d frames; the host answered that exchange %s",
-		recordWait, tenant, x.protocol, x.workspace, len(ts.seen), x.detail()); err != nil {
+	if err := w.Assert(ok, "within %s, tenant %q's host-event stream delivered no record of the %s exchange (workspace %s): %s; the host answered that exchange %s",
+		recordWait, tenant, x.protocol, x.workspace, missing(ts, x.protocol, x.named), x.detail()); err != nil {
 		return err
 	}
 	if err := awaitBarrier(ctx, ts, x.protocol); err != nil {
@@ -329,4 +411,35 @@ func notDelivered(ctx context.Context, tenant string) error {
 		first = leaked[0].text()
 	}
 	return w.Assert(len(leaked) == 0, "tenant %q's stream delivered %d record(s) of tenant %q's exchange (workspace %s): %s", tenant, len(leaked), x.tenant, x.workspace, first)
+}
+
+// missing says what a stream delivered instead of the record of an exchange
+// of the protocol that named the version named: never only "no record".
+// Every exchange the suite makes as a tenant names a workspace, so a record
+// without one that matches the exchange is the record with its marker lost.
+func missing(ts *tenantStream, protocol, named string) string {
+	if len(ts.seen) == 0 {
+		return "it delivered nothing at all (not one frame)"
+	}
+	decided := 0
+	var lookalike []frameRec
+	for _, r := range ts.seen {
+		if !isDecided(r) {
+			continue
+		}
+		decided++
+		p, _ := r.env["payload"].(map[string]any)
+		ws, _ := r.env["workspaceId"].(string)
+		if p != nil && ws == "" && p["protocol"] == strings.ToLower(protocol) && (named == "" || p["requested"] == named) {
+			lookalike = append(lookalike, r)
+		}
+	}
+	switch {
+	case len(lookalike) > 0:
+		return fmt.Sprintf("it delivered %d record(s) that match the exchange (protocol %s, requested %q) without its workspace marker, for example: %s",
+			len(lookalike), strings.ToLower(protocol), named, lookalike[len(lookalike)-1].text())
+	case decided == 0:
+		return fmt.Sprintf("it delivered %d frames, none a negotiation.decided record", len(ts.seen))
+	}
+	return fmt.Sprintf("it delivered %d negotiation.decided records (of %d frames), none carrying the exchange's workspace marker or matching it", decided, len(ts.seen))
 }

@@ -1,6 +1,6 @@
 // Package openwop binds the OpenWOP RFC 0242 features (features/openwop) to a
 // host's wire: discovery (GET /.well-known/openwop), the inbound A2A agent
-// card and MCP initialize, the host-event stream (GET /host/events), a run's
+// card, A2A JSON-RPC and MCP initialize, the host-event stream (GET /host/events), a run's
 // log (GET /runs/{runId}/events/poll) and, for the outbound direction, the
 // sample invoke seams driven against fake peers that the suite itself runs.
 //
@@ -12,16 +12,24 @@
 // only live (without replaying history) is seen too, on whichever stream it
 // reaches.
 //
+// Durable host events (durable.go): a new subscription must replay what was
+// recorded before it opened, a resumed one (Last-Event-ID) must continue
+// after the record it names, and both hold across a restart or crash of a
+// host of the scenario's own; a record without a tenant must reach no
+// tenant's stream.
+//
 // Preconditions (scenarios/openwop.toml [[precondition]]): reading discovery
-// to find where the host serves a protocol inbound, subscribing to each
-// tenant's host-event stream, and the barrier exchange whose own record
-// proves that a stream has caught up. When the host gets
-// either wrong, a scenario that does not witness the requirement behind it
-// is blocked naming that requirement, whose own scenario fails.
+// to find where the host serves a protocol inbound, the JSON-RPC endpoint
+// the agent card names, subscribing to each tenant's host-event stream, the
+// barrier exchange whose own record proves that a stream has caught up, and
+// a new subscription replaying (what a durability check reads with). When
+// the host gets one wrong, a scenario that does not witness the requirement
+// behind it is blocked naming that requirement, whose own scenario fails.
 package openwop
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -45,12 +53,17 @@ const (
 	preBarrierMCP = "openwop.precondition.mcp-barrier-recorded"
 	// preSubscribed: every tenant can subscribe to its host-event stream.
 	preSubscribed = "openwop.precondition.host-events-subscription"
+	// preRPCEndpoint: the agent card names the A2A JSON-RPC endpoint.
+	preRPCEndpoint = "openwop.precondition.a2a-jsonrpc-endpoint"
+	// preReplay: a new subscription without Last-Event-ID delivers records
+	// made before it opened (what a durability check reads with).
+	preReplay = "openwop.precondition.fresh-subscription-replays"
 )
 
 // Preconditions lists every precondition id the package names, for the
 // test that holds them to the registry.
 func Preconditions() []string {
-	return []string{preDiscovery, preBarrierA2A, preBarrierMCP, preSubscribed}
+	return []string{preDiscovery, preBarrierA2A, preBarrierMCP, preSubscribed, preRPCEndpoint, preReplay}
 }
 
 // Register binds every OpenWOP step phrase.
@@ -60,6 +73,7 @@ func Register(c *steps.Catalog) {
 	registerInbound(c)
 	registerEvents(c)
 	registerRecord(c)
+	registerDurable(c)
 }
 
 // versionRange is what a Given step configured for one protocol.
@@ -77,18 +91,77 @@ type state struct {
 	mcp     versionRange
 	disc    map[string]any    // discovery document, once read
 	serves  map[string]string // protocol -> inbound URL, once a Setup step found it
+	want    map[string]bool   // protocols a Setup step asked to serve inbound
+	rpc     string            // the A2A JSON-RPC endpoint the agent card advertises, once read
 	peer    *a2a.Peer
 	server  *mcp.Server
 	seam    *seamCall
 	inbound *exchange
+	// made lists, in order, every inbound exchange the scenario made to
+	// build on (durable.go); own maps a tenant to the workspaces of every
+	// exchange made as that tenant.
+	made    []*exchange
+	own     map[string]map[string]bool
 	streams map[string]*tenantStream
+	// retired keeps, per tenant, the frames of streams a restart ended, so
+	// that what a tenant was delivered before it stays known.
+	retired map[string][]frameRec
+	hooked  bool
+	extra   *tenantStream // a stream opened by a resume or fresh-subscription step
+	anchor  *exchange     // the exchange a replay precondition was shown with
 	record  *record
 }
 
 func st(ctx context.Context) *state {
 	return steps.From(ctx).State(family, func() any {
-		return &state{keys: map[string]string{}, streams: map[string]*tenantStream{}, serves: map[string]string{}}
+		return &state{keys: map[string]string{}, streams: map[string]*tenantStream{}, serves: map[string]string{},
+			want: map[string]bool{}, own: map[string]map[string]bool{}, retired: map[string][]frameRec{}}
 	}).(*state)
+}
+
+// caller is who makes an inbound exchange: a configured tenant with its
+// key, or an anonymous caller (no Authorization header at all).
+type caller struct {
+	tenant string // "" for an anonymous caller
+	key    string
+}
+
+func (c caller) String() string {
+	if c.tenant == "" {
+		return "an anonymous caller"
+	}
+	return fmt.Sprintf("tenant %q", c.tenant)
+}
+
+func (s *state) caller(tenant string) (caller, error) {
+	k, err := s.key(tenant)
+	if err != nil {
+		return caller{}, err
+	}
+	return caller{tenant: tenant, key: k}, nil
+}
+
+// noteOwn records that tenant made an exchange under workspace.
+func (s *state) noteOwn(c caller, workspace string) {
+	if c.tenant == "" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own[c.tenant] == nil {
+		s.own[c.tenant] = map[string]bool{}
+	}
+	s.own[c.tenant][workspace] = true
+}
+
+// preferred is the version the scenario configured the host to prefer.
+func (s *state) preferred(protocol string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if protocol == "MCP" {
+		return s.mcp.preferred
+	}
+	return s.a2a.preferred
 }
 
 func configure(ctx context.Context, edit func(map[string]any)) error {
@@ -291,21 +364,32 @@ func servesInbound(ctx context.Context, protocol string) error {
 	}
 	s.mu.Lock()
 	s.serves[protocol] = u
+	s.want[protocol] = true
 	s.mu.Unlock()
 	return nil
 }
 
 // inboundURL is where the host serves protocol inbound, as the scenario's
-// Setup step found it.
+// Setup step found it. After a restart (the host's address may have
+// changed) it reads discovery again.
 func inboundURL(ctx context.Context, protocol string) (string, error) {
 	s := st(ctx)
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	u, ok := s.serves[protocol]
-	if !ok {
+	want := s.want[protocol]
+	s.mu.Unlock()
+	if ok {
+		return u, nil
+	}
+	if !want {
 		return "", steps.Fault("an inbound %s exchange needs \"Given the host serves %s inbound\" among the scenario's steps", protocol, protocol)
 	}
-	return u, nil
+	if err := servesInbound(ctx, protocol); err != nil {
+		return "", steps.Precondition(preDiscovery, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.serves[protocol], nil
 }
 
 // discovery reads GET /.well-known/openwop once per scenario. record makes
