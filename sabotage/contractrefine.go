@@ -189,7 +189,7 @@ func (g *generations) before(key string, x *Exchange) bool {
 // decision answered before it is gone from GET, from the WAL, and from the
 // bindings /v1/tool consults.
 func forgetful(x *Exchange) *Response {
-	lost := func(id string) bool { return answered.before(id, x) }
+	lost := func(id string) bool { return answeredIDs.before(id, x) }
 	switch {
 	case isPreflightGet(x) && lost(strings.TrimPrefix(x.Path, "/v1/preflight/")):
 		return &Response{Status: http.StatusNotFound, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"no autonomy.preflight frame"}`)}
@@ -203,12 +203,12 @@ func forgetfulFrames(x *Exchange, r *Response) {
 	if isPreflightPost(x) && r.Status == http.StatusOK {
 		if d := r.JSON(); d != nil {
 			if id, _ := d["preflight_id"].(string); id != "" {
-				answered.note(id, x.Upstream)
+				answeredIDs.note(id, x.Upstream)
 			}
 		}
 	}
 	frames(func(kind string, a map[string]any) []map[string]any {
-		if id, _ := a["preflight_id"].(string); kind == "autonomy.preflight" && answered.before(id, x) {
+		if id, _ := a["preflight_id"].(string); kind == "autonomy.preflight" && answeredIDs.before(id, x) {
 			return nil
 		}
 		return []map[string]any{a}
@@ -216,7 +216,7 @@ func forgetfulFrames(x *Exchange, r *Response) {
 }
 
 var (
-	answered      generations // preflight ids, by the host process that answered them
+	answeredIDs   generations // preflight ids, by the host process that answered them
 	ladders       generations // repair ladders, by the host process that first saw them
 	ladderRepairs struct {
 		sync.Mutex
