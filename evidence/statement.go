@@ -179,8 +179,9 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, run Run, host Host
 	}
 }
 
-// certified lists the profiles whose every scored requirement passed in this
-// run; a filtered run that left one out certifies nothing for that profile.
+// certified lists the profiles whose every scored requirement passed (or is
+// inapplicable to the host) in this run; a filtered run that left one out
+// certifies nothing for that profile.
 func certified(reg *scenarios.Registry, rows []verdict.Row) []string {
 	result := map[string]string{}
 	for _, r := range rows {
@@ -194,7 +195,7 @@ func certified(reg *scenarios.Registry, rows []verdict.Row) []string {
 		if _, seen := ok[e.Profile]; !seen {
 			ok[e.Profile] = true
 		}
-		if result[e.ID] != verdict.ExecutedPass {
+		if r := result[e.ID]; r != verdict.ExecutedPass && r != verdict.Inapplicable {
 			ok[e.Profile] = false
 		}
 	}

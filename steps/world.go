@@ -307,7 +307,10 @@ func (w *World) Restart(ctx context.Context, crash bool) error {
 	if err != nil {
 		return err
 	}
-	if h.Config.StateDir() == "" {
+	w.mu.Lock()
+	kept := w.stateDir != ""
+	w.mu.Unlock()
+	if !kept {
 		return Fault("the scenario restarts its host without keeping its state (a Given step asks for that)")
 	}
 	r, ok := w.Target.(target.Restarter)

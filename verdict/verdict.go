@@ -56,10 +56,14 @@ func IsCause(c string) bool {
 	return false
 }
 
-// severity orders verdicts from best to worst; a requirement takes the worst.
+// severity orders verdicts from best to worst; a requirement takes the
+// worst. Inapplicable ranks below a pass: a variant whose condition cannot
+// arise on the host (a protocol form it does not offer) does not hide the
+// variants that were witnessed; a requirement is inapplicable only when
+// every scenario of it is.
 var severity = map[string]int{
-	ExecutedPass: 0,
-	Inapplicable: 1,
+	Inapplicable: 0,
+	ExecutedPass: 1,
 	Skipped:      2,
 	Blocked:      3,
 	ExecutedFail: 4,
@@ -126,7 +130,10 @@ type Row struct {
 // scenarios: the worst verdict wins, and the first scenario with it (in
 // file order) gives the cause, the detail and the exchange.
 func (r *Row) Fold() {
-	r.Result, r.Assertions, r.Cause, r.ReliesOn, r.Detail, r.Exchange = ExecutedPass, 0, "", nil, "", nil
+	r.Result, r.Assertions, r.Cause, r.ReliesOn, r.Detail, r.Exchange = Inapplicable, 0, "", nil, "", nil
+	if len(r.Scenarios) == 0 {
+		r.Result = ExecutedPass
+	}
 	for _, s := range r.Scenarios {
 		r.Assertions += s.Assertions
 		r.Result = Worst(r.Result, s.Result)

@@ -45,7 +45,7 @@ func TestRootCausesLeadToTheFailureThatBlockedOthers(t *testing.T) {
 }
 
 func TestVerdictOrderAndCauses(t *testing.T) {
-	if Worst(ExecutedPass, Blocked) != Blocked || Worst(ExecutedFail, Blocked) != ExecutedFail || Worst(Skipped, Inapplicable) != Skipped {
+	if Worst(ExecutedPass, Blocked) != Blocked || Worst(ExecutedFail, Blocked) != ExecutedFail || Worst(Skipped, Inapplicable) != Skipped || Worst(Inapplicable, ExecutedPass) != ExecutedPass {
 		t.Fatal("verdict order")
 	}
 	for _, c := range Causes {
