@@ -82,7 +82,7 @@ func TestAnUnsatisfiableConfigurationBlocks(t *testing.T) {
 
 func TestAssertCountsOnlyAfterObservingTheHostAndFailsAsTheHosts(t *testing.T) {
 	w := NewWorld(nil, Scenario{})
-	ok := 1 == 1
+	ok := true
 	if err := w.Assert(ok, "fine"); err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ func startExec(t *testing.T, command string, timeout time.Duration) (*Exec, *Hos
 		t.Fatal(err)
 	}
 	tgt.StartTimeout = timeout
+	t.Cleanup(func() { tgt.Close() })
 	cfg, _ := ParseConfig([]byte(`{"contractrefine":{}}`))
 	h, err := tgt.Acquire(context.Background(), cfg)
 	return tgt, h, err
@@ -35,8 +36,7 @@ func heap() int64 {
 }
 
 func TestAnExecHostThatLogsALongLineIsStillSeenReady(t *testing.T) {
-	tgt, h, err := startExec(t, `head -c 300000 /dev/zero | tr '\0' x; echo; `+ready+`; sleep 30 #`, 10*time.Second)
-	defer tgt.Close()
+	_, h, err := startExec(t, `head -c 300000 /dev/zero | tr '\0' x; echo; `+ready+`; sleep 30 #`, 10*time.Second)
 	if err != nil || h == nil {
 		t.Fatalf("the ready line after a 300 kB log line was not seen: %v", err)
 	}
@@ -82,8 +82,7 @@ func TestAnExecHostThatIgnoresSIGTERMIsKilled(t *testing.T) {
 }
 
 func TestAnExecHostThatNeverGetsReadyTimesOut(t *testing.T) {
-	tgt, _, err := startExec(t, `yes parley-noise >&2 & sleep 30 #`, 500*time.Millisecond)
-	defer tgt.Close()
+	_, _, err := startExec(t, `yes parley-noise >&2 & sleep 30 #`, 500*time.Millisecond)
 	var se *StartError
 	if !errors.As(err, &se) {
 		t.Fatalf("want the host's start failure, got %v", err)
