@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
 )
 

@@ -5,7 +5,7 @@
 // trail, plus the fault seams under /conformance/seams/agl/.
 //
 // Every scenario creates its own principal, agent, grant and keys, and runs
-// its own fake destinations (refhost/agl/fakemail) whose URLs go into the
+// its own fake destinations (peers/fakemail) whose URLs go into the
 // host configuration: the effects counted there, by the suite, are the
 // witness of "no effect" and "exactly one effect". A step never takes the
 // host's word for an effect.
@@ -23,7 +23,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
