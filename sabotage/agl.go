@@ -139,10 +139,11 @@ func aglRewriteAgent(edit func(a map[string]any)) func(x *Exchange) *Response {
 
 var aglSeen struct {
 	sync.Mutex
-	permitTokens []string
-	retried      map[string]bool
-	edited       map[string]bool // handles of edited draft revisions
-	revokedOps   map[string]bool // operations whose permit was revoked
+	permitTokens    []string
+	retried         map[string]bool
+	edited          map[string]bool // handles of edited draft revisions
+	revokedOps      map[string]bool // operations whose permit was revoked
+	revokedSubjects map[string]bool // principals whose own grant was revoked
 }
 
 // aglRemember and aglRemembered keep facts a rule learns from one exchange
@@ -271,10 +272,14 @@ var aglRules = []Rule{
 		Response: aglAccept(func(x *Exchange) bool { return strings.HasSuffix(x.Path, "/delegations") }, 201, "delegation_widens"),
 	},
 	{
-		ID:     "agl.authority.revocation-stops-dispatch",
-		Broken: "keeps dispatching under a revoked grant (and its delegations)",
-		Response: aglChain(aglDispatchAnyway("grant_revoked"),
-			aglAccept(aglPropose, 201, "grant_revoked")),
+		ID:       "agl.authority.revocation-stops-dispatch",
+		Broken:   "keeps dispatching under a grant that was itself revoked",
+		Response: aglRevocation(true),
+	},
+	{
+		ID:       "agl.authority.revocation-cascades",
+		Broken:   "revokes only the grant named: grants delegated from it keep proposing and dispatching",
+		Response: aglRevocation(false),
 	},
 	{
 		ID:     "agl.authority.deployment-policy-intersected",
@@ -847,6 +852,31 @@ var aglRules = []Rule{
 			return true
 		}),
 	},
+}
+
+// aglRevocation lets through actions refused as grant_revoked: those of the
+// principal whose own grant was revoked (own) or those of anyone else, who
+// acts under a grant delegated from it (!own). Revoked subjects are learnt
+// from the revocations the proxy forwards; principals are random per
+// scenario.
+func aglRevocation(own bool) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if x.Method == http.MethodPost && strings.HasPrefix(x.Path, aglAPI+"/grants/") && strings.HasSuffix(x.Path, "/revoke") && r.Status == http.StatusOK {
+			aglRemember(&aglSeen.revokedSubjects, aglStr(aglDoc(r.Body), "subject"))
+			return
+		}
+		if r.Status < 400 || aglCode(r) != "grant_revoked" || !(aglPropose(x) || aglDispatch(x)) {
+			return
+		}
+		if aglRemembered(&aglSeen.revokedSubjects, aglStr(aglDoc(x.Body), "principal")) != own {
+			return
+		}
+		if aglDispatch(x) {
+			aglDispatchAnyway("grant_revoked")(x, r)
+			return
+		}
+		aglAccept(aglPropose, 201, "grant_revoked")(x, r)
+	}
 }
 
 func aglLookup(v any, path ...string) any {

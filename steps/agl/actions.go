@@ -952,8 +952,24 @@ func registerActions(c *steps.Catalog) {
 		}
 		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
 			"operation": op, "arguments": args, "grant_token": s.helper.grantToken}
-		_, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
-		return err
+		r, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
+		if err != nil {
+			return err
+		}
+		s.noteProposal(r, op, args)
+		return nil
+	})
+	c.When(`^the helper's agent dispatches the approved transfer under the delegated grant$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if s.helper == nil || s.helper.grantToken == "" || s.transfer == nil {
+			return steps.Fault("no delegated grant or approved transfer")
+		}
+		if err := s.permitNeeded(); err != nil {
+			return err
+		}
+		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
+			"operation": transferOp, "arguments": s.transfer, "grant_token": s.helper.grantToken, "permit_token": s.permitToken}
+		return s.dispatch(ctx, false, body)
 	})
 	c.When(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
 		s := st(ctx)
