@@ -879,6 +879,47 @@ func aglRevocation(own bool) func(x *Exchange, r *Response) {
 	}
 }
 
+func init() { aglRules = append(aglRules, aglRuntimeRules...) }
+
+// aglRuntimeRules break the requirements of the rest of the runtime
+// (sections 5 to 12): timeouts, the legacy entry point, handler context,
+// party binding, audit storage, retries, admission and scopes,
+// cancellation, parallel map and race, retention and recovery.
+var aglRuntimeRules = []Rule{
+	{
+		ID:     "agl.durability.timeout-is-unknown",
+		Broken: "classifies a destination that timed out as no effect",
+		Response: aglRewriteOperation(func(_ *Exchange, op map[string]any) bool {
+			if op["state"] == "Unknown" && strings.Contains(aglOutcomeReason(op), "timed out") {
+				op["state"], op["awaiting_reconciliation"] = "FailedNoEffect", false
+				return true
+			}
+			return false
+		}),
+	},
+	{
+		ID:     "agl.dispatch.no-legacy-entry-point",
+		Broken: "runs a protected handler called through the legacy entry point, without grant or permit",
+		Intercept: func(x *Exchange) *Response {
+			if !aglIs(x, http.MethodPost, "/legacy/invoke") {
+				return nil
+			}
+			b := aglDoc(x.Body)
+			tool := aglStr(b, "tool")
+			op := map[string]string{"mail.send_email": "mail.send_email", "email.send/v1": "mail.send_email",
+				"ledger.transfer": "ledger.transfer", "webhook.post/v1": "ledger.transfer"}[tool]
+			if op == "" {
+				return nil
+			}
+			raw, _ := json.Marshal(map[string]any{"operation": op, "arguments": b["arguments"]})
+			aglEffect(&Exchange{Body: raw, Config: x.Config})
+			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+			r.SetJSON(map[string]any{"tool": tool, "result": map[string]any{"sent": true}})
+			return r
+		},
+	},
+}
+
 func aglLookup(v any, path ...string) any {
 	for _, p := range path {
 		m, _ := v.(map[string]any)

@@ -66,3 +66,18 @@ Feature: The enforcing dispatcher
     And the operation is "Unknown" and awaits reconciliation
     And the draft is "Unknown"
     And the destination received exactly one message
+
+  @req:agl.dispatch.no-legacy-entry-point @profile:agl-core
+  Scenario Outline: The legacy entry point serves unprotected tools but refuses a protected handler
+    When the caller asks the legacy entry point to run "legacy.echo"
+    Then the legacy entry point answered with the arguments it was given
+    When the caller asks the legacy entry point to run "<handler>"
+    Then the response is refused with status 403 and code "protected_handler"
+    And no request reached the destination or the ledger
+
+    Examples:
+      | handler         |
+      | mail.send_email |
+      | email.send/v1   |
+      | ledger.transfer |
+      | webhook.post/v1 |

@@ -82,6 +82,26 @@ Feature: Durable operations and uncertain outcomes
       | answer unreadable JSON after taking effect on the next message |
       | fail after taking effect on the next message                   |
 
+  @req:agl.durability.timeout-is-unknown @profile:agl-operation-store
+  Scenario Outline: A destination that hangs past the handler's deadline leaves the operation Unknown, never no effect
+    Given an AGL host with a fake email destination the suite counts
+    And the host gives a handler 600 ms to answer
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <hang> on the next message
+    When the agent dispatches the approved send
+    Then the response status is 200
+    And the operation is "Unknown" and awaits reconciliation
+    And the draft is "Unknown"
+    And the destination received <effects>
+    When the operator reconciles the operation by asking the destination
+    Then the operation is "<reconciled>"
+    And the draft is "<draft>"
+
+    Examples:
+      | hang                       | effects             | reconciled          | draft          |
+      | hang after taking effect   | exactly one message | ReconciledCompleted | Sent           |
+      | hang without taking effect | no message          | ReconciledNoEffect  | FailedNoEffect |
+
   @req:agl.durability.no-blind-retry @profile:agl-operation-store
   Scenario: An uncertain write to a destination that does not deduplicate is not retried
     Given an AGL host with a fake email destination the suite counts

@@ -77,7 +77,7 @@ func (h *Host) hImplementations(w http.ResponseWriter, r *http.Request) {
 			"destination_configured": d.URL != "", "destination_idempotent": d.HonoursIdempotencyKey,
 		})
 	}
-	writeJSON(w, 200, map[string]any{"implementations": out})
+	writeJSON(w, 200, map[string]any{"implementations": out, "legacy_tools": legacyToolList()})
 }
 
 // invoke performs the external call with the operation's stable identity.

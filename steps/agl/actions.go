@@ -792,12 +792,14 @@ func registerActions(c *steps.Catalog) {
 		}
 		return err
 	})
-	c.Given(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message)$`, func(ctx context.Context, what string) error {
+	c.Given(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message|hang after taking effect on the next message|hang without taking effect on the next message)$`, func(ctx context.Context, what string) error {
 		s := st(ctx)
 		mode := map[string]string{
 			"reject the next message before any effect":                      fakemail.FaultReject,
 			"fail after taking effect on the next message":                   fakemail.FaultFailAfterEffect,
 			"answer unreadable JSON after taking effect on the next message": fakemail.FaultGarbage,
+			"hang after taking effect on the next message":                   fakemail.FaultHang,
+			"hang without taking effect on the next message":                 fakemail.FaultHangNoEffect,
 		}[what]
 		if s.mail == nil {
 			return steps.Fault("describe the AGL host before its destination")

@@ -43,15 +43,14 @@ func Register(c *steps.Catalog) {
 	registerHost(c)
 	registerActions(c)
 	registerChecks(c)
+	registerRuntime(c)
 }
 
-// destination is a fake destination the suite runs for one scenario, with a
-// log of every send it was asked for (the fake itself records only effects).
+// destination is a fake destination the suite runs for one scenario; it
+// logs every request it receives (peers/fakemail), effect or not.
 type destination struct {
 	fake *fakemail.Server
 	url  string
-	mu   sync.Mutex
-	sent []sendRecord
 }
 
 type sendRecord struct{ key, operation string }
@@ -61,23 +60,22 @@ func startDestination(w *steps.World, idempotent bool) (*destination, error) {
 		return nil, err
 	}
 	d := &destination{fake: fakemail.New(idempotent)}
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/send" {
-			d.mu.Lock()
-			d.sent = append(d.sent, sendRecord{key: r.Header.Get("Idempotency-Key"), operation: r.Header.Get("X-AGL-Operation-Id")})
-			d.mu.Unlock()
-		}
-		d.fake.ServeHTTP(rw, r)
-	}))
+	srv := httptest.NewServer(d.fake)
 	d.url = srv.URL
 	w.Cleanup(srv.Close)
 	return d, nil
 }
 
+// sends lists every send the destination was asked for, whether it took
+// effect or not.
 func (d *destination) sends() []sendRecord {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]sendRecord(nil), d.sent...)
+	var out []sendRecord
+	for _, r := range d.fake.Requests() {
+		if r.Path == "/send" {
+			out = append(out, sendRecord{key: r.Key, operation: r.OperationID})
+		}
+	}
+	return out
 }
 
 // keys are the three trusted roles' bearer keys, fresh per scenario.
@@ -134,6 +132,8 @@ type state struct {
 	results       []*steps.Response
 	editResult    *steps.Response
 	audit         []map[string]any
+
+	legacyArgs map[string]any // the arguments of the last legacy call
 }
 
 type asyncResult struct {
