@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -144,6 +146,7 @@ var aglSeen struct {
 	edited          map[string]bool // handles of edited draft revisions
 	revokedOps      map[string]bool // operations whose permit was revoked
 	revokedSubjects map[string]bool // principals whose own grant was revoked
+	proposedOwners  map[string]bool // principals who proposed sending a draft
 }
 
 // aglRemember and aglRemembered keep facts a rule learns from one exchange
@@ -918,6 +921,114 @@ var aglRuntimeRules = []Rule{
 			return r
 		},
 	},
+	{
+		ID:     "agl.dispatch.handler-context",
+		Broken: "calls its handlers the legacy way: the message carries the arguments but no grant, permit or execution context",
+		Config: aglProxyDestinations(func(m map[string]any, _ http.Header) { delete(m, "context") }),
+	},
+	{
+		ID:      "agl.dispatch.handler-context",
+		Variant: "grant-of-proposal",
+		Broken:  "hands the handler the principal's root grant, whatever grant the dispatch ran under, and numbers no attempts",
+		Config: aglProxyDestinations(func(m map[string]any, _ http.Header) {
+			if c, _ := m["context"].(map[string]any); c != nil {
+				c["grant_id"], c["attempt"] = "grant_root_of_"+aglStr(c, "principal"), 1
+			}
+		}),
+	},
+	{
+		ID:     "agl.durability.distinct-operation-ids",
+		Broken: "identifies a tool call by its parent execution: every call of one execution is sent as the same operation",
+		Config: aglProxyDestinations(func(m map[string]any, h http.Header) {
+			exec := aglStr(m, "context", "execution_id")
+			if exec == "" {
+				return
+			}
+			m["operation_id"] = exec
+			h.Set("Idempotency-Key", exec)
+			h.Set("X-AGL-Operation-Id", exec)
+		}),
+	},
+	{
+		ID:     "agl.protocol.independent-resources",
+		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
+		Response: func(x *Exchange, r *Response) {
+			switch {
+			case aglPropose(x) && r.Status == http.StatusCreated:
+				aglRemember(&aglSeen.proposedOwners, aglStr(aglDoc(x.Body), "principal"))
+			case aglGetResource(x) && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				if d["state"] == "Draft" && aglRemembered(&aglSeen.proposedOwners, aglStr(d, "owner")) {
+					d["state"] = "Proposed"
+					r.SetJSON(d)
+				}
+			}
+		},
+	},
+}
+
+// aglProxyDestinations returns a configuration rule that puts a mutating
+// proxy between the host and each fake destination the scenario runs: the
+// host is told the proxy's URL, and edit rewrites every message it sends
+// (its JSON body and headers) before the fake sees it, as a host whose
+// handler sent that message would. Lookups pass through untouched. One
+// proxy per destination URL, kept for the life of the process.
+func aglProxyDestinations(edit func(body map[string]any, h http.Header)) func(c map[string]map[string]any) {
+	var mu sync.Mutex
+	proxies := map[string]string{}
+	proxy := func(upstream string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if u, ok := proxies[upstream]; ok {
+			return u
+		}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+			hdr := r.Header.Clone()
+			if r.Method == http.MethodPost && r.URL.Path == "/send" {
+				if m := aglDoc(body); m != nil {
+					edit(m, hdr)
+					body, _ = json.Marshal(m)
+				}
+			}
+			req, err := http.NewRequestWithContext(r.Context(), r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			req.Header = hdr
+			req.Header.Del("Content-Length")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				// The fake hung up or the host gave up: so does the proxy.
+				panic(http.ErrAbortHandler)
+			}
+			defer resp.Body.Close()
+			for k, vs := range resp.Header {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return upstream
+		}
+		go func() { _ = (&http.Server{Handler: h}).Serve(ln) }()
+		u := "http://" + ln.Addr().String()
+		proxies[upstream] = u
+		return u
+	}
+	return func(c map[string]map[string]any) {
+		s := c["agl"]
+		for _, which := range []string{"email", "webhook"} {
+			if d, _ := s[which].(map[string]any); d != nil {
+				if u, _ := d["url"].(string); u != "" {
+					d["url"] = proxy(u)
+				}
+			}
+		}
+	}
 }
 
 func aglLookup(v any, path ...string) any {

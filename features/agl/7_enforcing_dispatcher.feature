@@ -81,3 +81,25 @@ Feature: The enforcing dispatcher
       | email.send/v1   |
       | ledger.transfer |
       | webhook.post/v1 |
+
+  @req:agl.dispatch.handler-context @profile:agl-core
+  Scenario Outline: The handler runs with the operation's identity, the grant and the permit
+    Given the principal has an approved <action>
+    When the agent dispatches the approved <kind>
+    Then the dispatch completed
+    And the <destination> received exactly one message naming the operation, the principal's grant and the permit
+
+    Examples:
+      | action                                               | kind     | destination |
+      | send of a draft to "bob@example.com"                 | send     | destination |
+      | transfer of 1500 to "DE89370400440532013000"         | transfer | ledger      |
+
+  @req:agl.dispatch.handler-context @profile:agl-core
+  Scenario: A handler acting under a delegated grant names that grant
+    Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
+    And the helper's agent proposes a transfer of 200 to "DE89370400440532013000" under the delegated grant
+    And approval of the proposal is requested
+    And the resolver grants the approval
+    When the helper's agent dispatches the approved transfer under the delegated grant
+    Then the dispatch completed
+    And the ledger received exactly one message naming the operation, the helper's grant and the permit

@@ -128,6 +128,29 @@ Feature: Durable operations and uncertain outcomes
     And the destination received exactly one message, keyed by the operation id
     And the destination was sent the message 2 times, every time with the operation id as idempotency key
 
+  @req:agl.dispatch.handler-context @profile:agl-core
+  Scenario: Every attempt of a retried operation carries the same identity and context
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    Then the dispatch completed
+    And every send the destination was asked for names the operation, the principal's grant and the permit, with attempts counting up from 1
+
+  @req:agl.durability.distinct-operation-ids @profile:agl-operation-store
+  Scenario Outline: Several tool calls in one execution are distinct operations, identical arguments or not
+    Given an AGL host with a fake email destination the suite counts
+    When the agent makes <n> approved <calls> in the one execution, one after another
+    Then the <destination> received <n> messages, each with the operation id its dispatch answered, no two alike
+    And the host lists exactly those operations for the execution
+
+    Examples:
+      | n | calls                                            | destination |
+      | 2 | transfers of 200 to "DE89370400440532013000"     | ledger      |
+      | 3 | transfers of 200 to "DE89370400440532013000"     | ledger      |
+      | 2 | sends of a draft to "bob@example.com"            | destination |
+
   @req:agl.durability.reconcile @profile:agl-operation-store
   Scenario: Receiver lookup settles an Unknown send and records its evidence
     Given an AGL host with a fake email destination the suite counts

@@ -337,7 +337,9 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 	var res handlerResult
 	for {
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		res = h.invoke(hctx, ev.impl, op.ID, op.QualifiedName, args)
+		res = h.invoke(hctx, ev.impl, op.ID, op.QualifiedName, args, handlerContext{
+			ExecutionID: prop.ExecutionID, Principal: prop.Principal, AgentID: prop.AgentID, GrantID: ev.grant.ID,
+			PermitID: nullStr(permitID(permit)), ProposalID: prop.ID, SnapshotDigest: prop.Digest, Attempt: attempt})
 		cancel()
 		if res.Kind == outcomeSuccess && ev.contract.OutputType != nil {
 			if _, err := ev.contract.OutputType.materialize(toValueOrNil(res.Output), "/output", nil); err != nil {
@@ -387,6 +389,13 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 	}
 	out, err := h.loadOperation(ctx, h.st.db, op.ID)
 	return out, nil, err
+}
+
+func permitID(p *permitRow) string {
+	if p == nil {
+		return ""
+	}
+	return p.ID
 }
 
 func toValueOrNil(m map[string]any) any {

@@ -80,16 +80,31 @@ func (h *Host) hImplementations(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"implementations": out, "legacy_tools": legacyToolList()})
 }
 
+// handlerContext is what a protected handler runs with besides its
+// arguments: the operation's stable identity and the authority it runs
+// under (spec 2 and 7 step 8: the registry's old Invocation carried neither
+// grant nor permit). It is sent to the destination with every attempt.
+type handlerContext struct {
+	ExecutionID    string `json:"execution_id"`
+	Principal      string `json:"principal"`
+	AgentID        string `json:"agent_id"`
+	GrantID        string `json:"grant_id"`
+	PermitID       any    `json:"permit_id"`
+	ProposalID     string `json:"proposal_id"`
+	SnapshotDigest string `json:"snapshot_digest"`
+	Attempt        int    `json:"attempt"`
+}
+
 // invoke performs the external call with the operation's stable identity.
 // The idempotency key is the operation ID, so retries of one logical
 // operation carry the same key.
-func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname string, args any) handlerResult {
+func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname string, args any, hc handlerContext) handlerResult {
 	d := im.dest(h.cfg)
 	if d.URL == "" {
 		// Nothing was sent: no destination is configured.
 		return handlerResult{Kind: outcomeNoEffect, Reason: "destination not configured"}
 	}
-	body, err := json.Marshal(map[string]any{"operation_id": opID, "operation": qname, "account": d.Account, "payload": args})
+	body, err := json.Marshal(map[string]any{"operation_id": opID, "operation": qname, "account": d.Account, "payload": args, "context": hc})
 	if err != nil {
 		return handlerResult{Kind: outcomeNoEffect, Reason: "payload not encodable"}
 	}
@@ -100,6 +115,7 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", opID)
 	req.Header.Set("X-AGL-Operation-Id", opID)
+	req.Header.Set("X-AGL-Attempt", fmt.Sprint(hc.Attempt))
 	if err := h.fire(ctx, boundaryExternalCall, qname); err != nil {
 		// Injected loss of the connection after the request may have left.
 		resp, callErr := h.client.Do(req)

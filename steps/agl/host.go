@@ -133,7 +133,9 @@ type state struct {
 	editResult    *steps.Response
 	audit         []map[string]any
 
-	legacyArgs map[string]any // the arguments of the last legacy call
+	legacyArgs map[string]any       // the arguments of the last legacy call
+	calls      []string             // operation ids of a series of dispatches, in order
+	drafts     map[string][2]string // named drafts: resource id and handle
 }
 
 type asyncResult struct {
