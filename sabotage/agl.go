@@ -950,6 +950,27 @@ var aglRuntimeRules = []Rule{
 		}),
 	},
 	{
+		ID:     "agl.approval.binds-parties",
+		Broken: "compares only the arguments and the destination with the approved snapshot: any principal or execution may spend a permit",
+		Response: func(x *Exchange, r *Response) {
+			if !aglDispatch(x) || aglCode(r) != "proposal_mismatch" {
+				return
+			}
+			differs, _ := aglLookup(aglDoc(r.Body), "error", "detail", "differs").([]any)
+			for _, d := range differs {
+				if d == "principal" || d == "execution_id" {
+					aglDispatchAnyway("proposal_mismatch")(x, r)
+					return
+				}
+			}
+		},
+	},
+	{
+		ID:       "agl.approval.policy-change-voids",
+		Broken:   "honours a permit under whatever deployment policy was in force when it was approved",
+		Response: aglDispatchAnyway("policy_fingerprint_mismatch", "deployment_restricted"),
+	},
+	{
 		ID:     "agl.protocol.independent-resources",
 		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
 		Response: func(x *Exchange, r *Response) {

@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -96,8 +97,9 @@ type state struct {
 	ledger  *destination // the webhook ("ledger") destination
 	mail2   *destination // the second host's email destination, when it has its own
 
-	shared bool
-	second *target.Host
+	shared           bool
+	second           *target.Host
+	secondDeployment map[string]any // the second host's deployment policy, when it has its own
 
 	wantSetup      bool
 	ready          bool
@@ -148,6 +150,8 @@ func st(ctx context.Context) *state {
 		return &state{emailIdem: "none", emailAttempts: 1}
 	}).(*state)
 }
+
+var quoted = regexp.MustCompile(`"([^"]*)"`)
 
 func random(prefix string) string { return prefix + strings.ReplaceAll(uuid.NewString(), "-", "") }
 
@@ -215,6 +219,9 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	if s.mail2 != nil {
 		email := sec["email"].(map[string]any)
 		email["url"] = s.mail2.url
+	}
+	if s.secondDeployment != nil {
+		sec["deployment"] = s.secondDeployment
 	}
 	cfg, err := target.NewConfig(map[string]any{family: sec}, false)
 	if err != nil {
@@ -379,8 +386,12 @@ func registerHost(c *steps.Catalog) {
 	c.Given(`^the hosts presume a silent host crashed after (\d+) ms$`, func(ctx context.Context, ms int) error {
 		return st(ctx).edit(ctx, func(sec map[string]any) { sec["claim_lease_ms"] = ms })
 	})
-	c.Given(`^a second AGL host shares the first host's operation store( but sends email to another destination)?$`, func(ctx context.Context, other string) error {
+	c.Given(`^a second AGL host shares the first host's operation store( but sends email to another destination| but its deployment policy allows recipients only in "[^"]*")?$`, func(ctx context.Context, other string) error {
 		s, w := st(ctx), steps.From(ctx)
+		if m := quoted.FindStringSubmatch(other); m != nil {
+			s.secondDeployment = map[string]any{"allowed_recipient_domains": csv(m[1])}
+			other = ""
+		}
 		dir, err := os.MkdirTemp("", "parley-agl-shared-*")
 		if err != nil {
 			return steps.Fault("cannot make a directory for the shared operation store: %v", err)

@@ -231,6 +231,24 @@ func registerRuntime(c *steps.Catalog) {
 		return nil
 	})
 
+	// Permits bind their parties (spec 6.1).
+	c.When(`^the approved transfer is dispatched with its permit (by the helper's agent under the delegated grant|in another execution of the principal)$`, func(ctx context.Context, how string) error {
+		s := st(ctx)
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		if how == "in another execution of the principal" {
+			b["execution_id"] = s.exec + "-other"
+		} else {
+			if s.helper == nil || s.helper.grantToken == "" {
+				return steps.Fault("no delegated grant")
+			}
+			b["principal"], b["agent_id"], b["grant_token"] = s.helper.principal, s.helper.agent, s.helper.grantToken
+		}
+		return s.dispatch(ctx, false, b)
+	})
+
 	c.Then(`^no request reached the destination or the ledger$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		w.Observe(nil)
