@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -971,6 +972,44 @@ var aglRuntimeRules = []Rule{
 		Response: aglDispatchAnyway("policy_fingerprint_mismatch", "deployment_restricted"),
 	},
 	{
+		ID:     "agl.audit.snapshot-by-reference",
+		Broken: "copies each action's snapshot arguments into its audit records",
+		Response: aglRewriteAudit(func(rec map[string]any, snapshot map[string]any) {
+			rec["snapshot"] = snapshot["arguments"]
+		}),
+	},
+	{
+		ID:     "agl.audit.keyed-field-digests",
+		Broken: "keeps plain SHA-256 digests of the argument values in its audit trail, for searching",
+		Response: aglRewriteAudit(func(rec map[string]any, snapshot map[string]any) {
+			if rec["event"] != "claimed" {
+				return
+			}
+			fd := map[string]any{}
+			var walk func(v any, path string)
+			walk = func(v any, path string) {
+				switch t := v.(type) {
+				case map[string]any:
+					for k, e := range t {
+						walk(e, path+"/"+k)
+					}
+				case []any:
+					for i, e := range t {
+						walk(e, path+"/"+strconv.Itoa(i))
+					}
+				case string:
+					sum := sha256.Sum256([]byte(t))
+					fd[path] = "sha256:" + hex.EncodeToString(sum[:])
+				case json.Number:
+					sum := sha256.Sum256([]byte(t.String()))
+					fd[path] = "sha256:" + hex.EncodeToString(sum[:])
+				}
+			}
+			walk(snapshot["arguments"], "/arguments")
+			rec["field_digests"] = fd
+		}),
+	},
+	{
 		ID:     "agl.protocol.independent-resources",
 		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
 		Response: func(x *Exchange, r *Response) {
@@ -1049,6 +1088,40 @@ func aglProxyDestinations(edit func(body map[string]any, h http.Header)) func(c 
 				}
 			}
 		}
+	}
+}
+
+// aglRewriteAudit edits every audit record that names a proposal, handing
+// edit the proposal's snapshot as the host holds it (read from the host
+// behind the proxy, as a host that copied it would have it).
+func aglRewriteAudit(edit func(rec, snapshot map[string]any)) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if !aglIs(x, http.MethodGet, "/audit") || r.Status != http.StatusOK {
+			return
+		}
+		d := aglDoc(r.Body)
+		recs, _ := d["records"].([]any)
+		snaps := map[string]map[string]any{}
+		for _, e := range recs {
+			rec, _ := e.(map[string]any)
+			id := aglStr(rec, "proposal_id")
+			if id == "" {
+				continue
+			}
+			if _, ok := snaps[id]; !ok {
+				snaps[id] = nil
+				if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(x.Upstream + aglAPI + "/proposals/" + id); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					snap, _ := aglDoc(b)["snapshot"].(map[string]any)
+					snaps[id] = snap
+				}
+			}
+			if snaps[id] != nil {
+				edit(rec, snaps[id])
+			}
+		}
+		r.SetJSON(d)
 	}
 }
 

@@ -285,6 +285,7 @@ func (h *Host) claim(ctx context.Context, ev *evaluation, permit *permitRow, pro
 		}
 		rec := h.opAudit("claimed", ev, proposal, permit)
 		rec.Claim, rec.Attempt = msTime(now), 1
+		rec.FieldDigests = h.fieldDigests(proposal.Snapshot["arguments"])
 		rec.ResourceState = stateIf(proposal.ResourceID, "Dispatching")
 		if err := h.audit(tx, rec); err != nil {
 			return err

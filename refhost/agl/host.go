@@ -124,6 +124,7 @@ type Host struct {
 	client   *http.Client
 	faults   *faults
 	exit     func(int) // seam "exit" action; os.Exit in production
+	auditKey []byte    // the store's key for keyed digests in the audit trail
 	halted   atomic.Bool
 
 	stop     chan struct{}
@@ -166,6 +167,10 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		stop:     make(chan struct{}),
 	}
 	if err := h.heartbeat(); err != nil {
+		st.close()
+		return nil, err
+	}
+	if h.auditKey, err = st.loadAuditKey(context.Background()); err != nil {
 		st.close()
 		return nil, err
 	}

@@ -138,6 +138,7 @@ type state struct {
 	legacyArgs map[string]any       // the arguments of the last legacy call
 	calls      []string             // operation ids of a series of dispatches, in order
 	drafts     map[string][2]string // named drafts: resource id and handle
+	sensitive  []any                // sensitive argument values of the audited operation
 }
 
 type asyncResult struct {

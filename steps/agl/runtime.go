@@ -8,11 +8,20 @@ package agl
 
 import (
 	"context"
+	"crypto/md5"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
+
+	"lukechampine.com/blake3"
 
 	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
@@ -249,6 +258,71 @@ func registerRuntime(c *steps.Catalog) {
 		return s.dispatch(ctx, false, b)
 	})
 
+	// Audit storage (spec 12).
+	c.Then(`^the audit trail of the operation names its snapshot by the proposal digest, and that proposal holds the arguments$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.operationNeeded(ctx); err != nil {
+			return err
+		}
+		recs, _, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		claims := events(recs, "claimed")
+		if err := w.Assert(len(recs) > 0 && len(claims) == 1, "the operation's audit trail has %d record(s), %d of them claims", len(recs), len(claims)); err != nil {
+			return err
+		}
+		ref, digest := str(claims[0], "proposal_id"), str(claims[0], "proposal_digest")
+		r, p, err := s.read(ctx, api+"/proposals/"+ref, roleNone)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == http.StatusOK && digest != "" && str(p, "digest") == digest, "the claim record names proposal %q with digest %q; reading it: %s", ref, digest, r); err != nil {
+			return err
+		}
+		args, _ := steps.Lookup(p, "snapshot.arguments")
+		s.sensitive = sensitiveValues(args)
+		return w.Assert(len(s.sensitive) > 0, "the proposal the audit trail names holds none of the action's arguments: %s", r)
+	})
+	c.Then(`^no audit record of the operation holds the recipient, amount, subject or body inline$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if len(s.sensitive) == 0 {
+			return steps.Fault("the sensitive values were not read from the proposal first")
+		}
+		recs, _, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if path, v, found := holdsInline(rec, s.sensitive); found {
+				return w.Assert(false, "audit record %s holds %q inline at %s: %v", str(rec, "event"), v, path, rec)
+			}
+		}
+		return w.Assert(len(recs) > 0, "the operation has no audit records")
+	})
+	c.Then(`^the audit trail holds no unkeyed digest of the recipient, amount, subject or body$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if len(s.sensitive) == 0 {
+			return steps.Fault("the sensitive values were not read from the proposal first")
+		}
+		_, r, err := s.auditOf(ctx, "")
+		if err != nil {
+			return err
+		}
+		body := strings.ToLower(string(r.Body))
+		if err := w.Assert(strings.Contains(body, strings.ToLower(s.opID)), "the audit trail does not name operation %s, so a search of it would prove nothing", s.opID); err != nil {
+			return err
+		}
+		for _, v := range s.sensitive {
+			for _, d := range unkeyedDigests(v) {
+				if err := w.Assert(!strings.Contains(body, d.text), "the audit trail holds the unkeyed %s of %s, which anyone can recover by hashing guesses", d.how, steps.Text(v)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+
 	c.Then(`^no request reached the destination or the ledger$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		w.Observe(nil)
@@ -284,6 +358,111 @@ func (s *state) expectContext(w *steps.World, body []byte, key, grant string, at
 		}
 	}
 	return nil
+}
+
+// sensitiveValues picks, from a snapshot's arguments, the values the
+// binding counts as sensitive: an email's recipients, subject and body, a
+// transfer's recipient and amount. Authority-selected resource ids (the
+// mailbox, the account) and handle metadata may be named in the audit trail.
+func sensitiveValues(args any) []any {
+	var out []any
+	if p, ok := steps.Lookup(args, "draft.payload"); ok {
+		for _, k := range []string{"to", "cc"} {
+			list, _ := steps.Lookup(p, k)
+			l, _ := list.([]any)
+			out = append(out, l...)
+		}
+		for _, k := range []string{"subject", "body"} {
+			if v, ok := steps.Lookup(p, k); ok {
+				out = append(out, v)
+			}
+		}
+		return out
+	}
+	for _, k := range []string{"recipient", "amount"} {
+		if v, ok := steps.Lookup(args, k); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// holdsInline finds a sensitive value in a record: a string leaf that
+// contains a sensitive string of six characters or more, or a leaf equal to
+// a sensitive number (as a number or its decimal text). Numbers are not
+// searched inside longer text, where timestamps would match them.
+func holdsInline(v any, sensitive []any) (string, any, bool) {
+	var walk func(v any, path string) (string, any, bool)
+	walk = func(v any, path string) (string, any, bool) {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, e := range t {
+				if k == "seq" {
+					continue // the trail's own counter
+				}
+				if p, x, ok := walk(e, path+"/"+k); ok {
+					return p, x, ok
+				}
+			}
+		case []any:
+			for i, e := range t {
+				if p, x, ok := walk(e, fmt.Sprintf("%s/%d", path, i)); ok {
+					return p, x, ok
+				}
+			}
+		default:
+			leaf := steps.Text(t)
+			for _, sv := range sensitive {
+				want := steps.Text(sv)
+				if _, isStr := sv.(string); isStr && len(want) >= 6 {
+					if strings.Contains(strings.ToLower(leaf), strings.ToLower(want)) {
+						return path, sv, true
+					}
+				} else if leaf == want {
+					return path, sv, true
+				}
+			}
+		}
+		return "", nil, false
+	}
+	return walk(v, "")
+}
+
+type digestForm struct{ how, text string }
+
+// unkeyedDigests lists the ways a host might digest a value without a key:
+// SHA-256, SHA-512, SHA-1, MD5 and BLAKE3 of its raw text, its JSON text,
+// its agl-canon/1 encoding (bare and as a document) and, for an address,
+// its lower-case form; each in lower-case hex and in base64. The audit text
+// is lower-cased before it is searched, so hex case does not matter.
+func unkeyedDigests(v any) []digestForm {
+	text := steps.Text(v)
+	js, _ := json.Marshal(v)
+	inputs := map[string]string{"text": text, "JSON": string(js), "lower-case text": strings.ToLower(text)}
+	if enc, err := canonicalize(v); err == nil {
+		inputs["agl-canon/1 document"] = string(enc)
+		if inner := strings.TrimSuffix(strings.TrimPrefix(string(enc), `["agl-canon/1",`), "]"); inner != string(enc) {
+			inputs["agl-canon/1 value"] = inner
+		}
+	}
+	hashes := map[string]func([]byte) []byte{
+		"SHA-256": func(b []byte) []byte { x := sha256.Sum256(b); return x[:] },
+		"SHA-512": func(b []byte) []byte { x := sha512.Sum512(b); return x[:] },
+		"SHA-1":   func(b []byte) []byte { x := sha1.Sum(b); return x[:] },
+		"MD5":     func(b []byte) []byte { x := md5.Sum(b); return x[:] },
+		"BLAKE3":  func(b []byte) []byte { x := blake3.Sum256(b); return x[:] },
+	}
+	var out []digestForm
+	for in, raw := range inputs {
+		for name, h := range hashes {
+			sum := h([]byte(raw))
+			how := name + " of its " + in
+			out = append(out, digestForm{how, hex.EncodeToString(sum)},
+				digestForm{how + " (base64)", strings.ToLower(base64.StdEncoding.EncodeToString(sum))},
+				digestForm{how + " (base64url)", strings.ToLower(base64.RawURLEncoding.EncodeToString(sum))})
+		}
+	}
+	return out
 }
 
 // useDraft makes a named draft the one later steps act on.
