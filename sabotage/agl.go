@@ -1010,6 +1010,68 @@ var aglRuntimeRules = []Rule{
 		}),
 	},
 	{
+		ID:     "agl.retry.authority-rechecked",
+		Broken: "retries an uncertain send without looking at its grant or permit again: a revocation between attempts does not stop the next attempt",
+		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
+			reason := aglOutcomeReason(op)
+			if op["state"] != "Unknown" || !(strings.Contains(reason, "no retry: permit_revoked") || strings.Contains(reason, "no retry: grant_revoked")) {
+				return false
+			}
+			// The attempt the broken host would have made, with the same key.
+			aglResend(x, op)
+			op["state"], op["awaiting_reconciliation"], op["attempt"] = "Completed", false, json.Number("2")
+			return true
+		}),
+	},
+	{
+		ID:      "agl.retry.authority-rechecked",
+		Variant: "never-retries",
+		Broken:  "never retries a deduplicated operation at all, so that stopping after a revocation shows no re-check",
+		Config: func(c map[string]map[string]any) {
+			if e, _ := c["agl"]["email"].(map[string]any); e != nil {
+				e["honours_idempotency_key"] = false
+			}
+		},
+	},
+	{
+		ID:     "agl.retry.attempt-budget",
+		Broken: "ignores the contract's attempt budget and retries until the destination answers",
+		Intercept: aglRewriteContract(func(sc map[string]any) {
+			sc["max_attempts"] = 10
+		}),
+	},
+	{
+		ID:      "agl.retry.attempt-budget",
+		Variant: "off-by-one",
+		Broken:  "counts the first attempt against the budget twice: it makes one attempt fewer than the contract allows",
+		Intercept: aglRewriteContract(func(sc map[string]any) {
+			if n, _ := sc["max_attempts"].(json.Number).Int64(); n > 1 {
+				sc["max_attempts"] = n - 1
+			}
+		}),
+	},
+	{
+		ID:     "agl.retry.selector-honoured",
+		Broken: "reads the retry selector backwards: it retries every failure the selector does not name, and none it does",
+		Intercept: aglRewriteContract(func(sc map[string]any) {
+			named, ok := sc["retry_on"].([]any)
+			if !ok {
+				return
+			}
+			var inverse []string
+			for _, k := range []string{"destination_error", "timeout", "connection_lost", "unreadable_receipt"} {
+				found := false
+				for _, n := range named {
+					found = found || n == k
+				}
+				if !found {
+					inverse = append(inverse, k)
+				}
+			}
+			sc["retry_on"] = inverse
+		}),
+	},
+	{
 		ID:     "agl.protocol.independent-resources",
 		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
 		Response: func(x *Exchange, r *Response) {
@@ -1122,6 +1184,44 @@ func aglRewriteAudit(edit func(rec, snapshot map[string]any)) func(x *Exchange, 
 			}
 		}
 		r.SetJSON(d)
+	}
+}
+
+// aglRewriteContract edits the scheduling contract of every contract the
+// operator registers, on its way to the host.
+func aglRewriteContract(edit func(sc map[string]any)) func(x *Exchange) *Response {
+	return func(x *Exchange) *Response {
+		if !aglIs(x, http.MethodPost, "/contracts") {
+			return nil
+		}
+		c := aglDoc(x.Body)
+		if sc, _ := c["scheduling_contract"].(map[string]any); sc != nil {
+			edit(sc)
+			x.Body, _ = json.Marshal(c)
+		}
+		return nil
+	}
+}
+
+// aglResend sends again, at the scenario's email destination, the message
+// of an operation the host ran, with its key: the attempt a host that
+// retried would have made.
+func aglResend(x *Exchange, op map[string]any) {
+	dest, _ := x.Section("agl")["email"].(map[string]any)
+	u, _ := dest["url"].(string)
+	id := aglStr(op, "operation_id")
+	if u == "" || id == "" {
+		return
+	}
+	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(u, "/")+"/send", strings.NewReader(`{"operation_id":"`+id+`"}`))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", id)
+	req.Header.Set("X-AGL-Operation-Id", id)
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req); err == nil {
+		resp.Body.Close()
 	}
 }
 

@@ -151,6 +151,63 @@ Feature: Durable operations and uncertain outcomes
       | 3 | transfers of 200 to "DE89370400440532013000"     | ledger      |
       | 2 | sends of a draft to "bob@example.com"            | destination |
 
+  @req:agl.retry.authority-rechecked @profile:agl-operation-store
+  Scenario Outline: A retry checks authority and approval again: revoked between attempts, there is no second attempt
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts, 1500 ms apart
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent starts dispatching the approved send
+    And the first attempt has reached the destination
+    And <between the attempts>
+    And the dispatch finishes
+    Then the operation is "<state>"
+    And the operation made <attempts> attempts
+    And the destination was sent the message <attempts> times, every time with the operation id as idempotency key
+    And the destination received exactly one message
+
+    Examples:
+      | between the attempts                                | state     | attempts |
+      | the resolver revokes the permit                     | Unknown   | 1        |
+      | the authorization service revokes the principal's grant | Unknown   | 1        |
+      | the operator reads the principal's grant            | Completed | 2        |
+
+  @req:agl.retry.attempt-budget @profile:agl-operation-store
+  Scenario Outline: The attempt budget ends the retries
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to <max> attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next <failures> messages
+    When the agent dispatches the approved send
+    Then the operation is "<state>"
+    And the operation made <attempts> attempts
+    And the destination was sent the message <attempts> times, every time with the operation id as idempotency key
+    And the destination received exactly one message
+
+    Examples:
+      | max | failures | state     | attempts |
+      | 2   | 3        | Unknown   | 2        |
+      | 3   | 5        | Unknown   | 3        |
+      | 3   | 2        | Completed | 3        |
+
+  @req:agl.retry.selector-honoured @profile:agl-operation-store
+  Scenario Outline: Only the failures the contract's retry selector names are retried
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts, retrying only on <selected>
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <fault>
+    When the agent dispatches the approved send
+    Then the operation is "<state>"
+    And the operation made <attempts> attempts
+    And the destination was sent the message <attempts> times, every time with the operation id as idempotency key
+
+    Examples:
+      | selected           | fault                                                          | state     | attempts |
+      | timeout            | fail after taking effect on the next message                   | Unknown   | 1        |
+      | destination_error  | answer unreadable JSON after taking effect on the next message | Unknown   | 1        |
+      | unreadable_receipt | answer unreadable JSON after taking effect on the next message | Completed | 2        |
+      | destination_error  | fail after taking effect on the next message                   | Completed | 2        |
+
   @req:agl.durability.reconcile @profile:agl-operation-store
   Scenario: Receiver lookup settles an Unknown send and records its evidence
     Given an AGL host with a fake email destination the suite counts

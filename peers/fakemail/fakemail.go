@@ -10,7 +10,8 @@
 //	                       "hang_before_effect"|"hang_lookup","count":n}
 //
 // With Idempotent set it honours the Idempotency-Key: a repeated key is
-// answered with the first receipt and no new effect. Without it every
+// answered with the first receipt and no new effect (a fault armed for the
+// next message still shapes that answer). Without it every
 // accepted POST is a new effect, like most real email and payment APIs.
 // A 4xx answer always means the message was rejected before any effect.
 package fakemail
@@ -205,18 +206,17 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		s.hang(r, req)
 		return
 	}
-	if s.Idempotent && key != "" {
-		if id, ok := s.byKey[key]; ok {
-			s.mu.Unlock()
-			writeJSON(w, 200, map[string]any{"message_id": id, "duplicate": true})
-			return
-		}
-	}
-	id := newMessageID()
-	s.effects = append(s.effects, Effect{MessageID: id, Key: key, OperationID: r.Header.Get("X-AGL-Operation-Id"), At: time.Now().UTC(), Body: body})
-	if key != "" {
-		if _, seen := s.byKey[key]; !seen {
-			s.byKey[key] = id
+	// A repeated key at a deduplicating destination takes no new effect;
+	// a fault armed for it still applies to its answer.
+	id, duplicate := s.byKey[key]
+	duplicate = duplicate && s.Idempotent && key != ""
+	if !duplicate {
+		id = newMessageID()
+		s.effects = append(s.effects, Effect{MessageID: id, Key: key, OperationID: r.Header.Get("X-AGL-Operation-Id"), At: time.Now().UTC(), Body: body})
+		if key != "" {
+			if _, seen := s.byKey[key]; !seen {
+				s.byKey[key] = id
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -230,7 +230,7 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	case FaultHang:
 		s.hang(r, req)
 	default:
-		writeJSON(w, 200, map[string]any{"message_id": id, "duplicate": false})
+		writeJSON(w, 200, map[string]any{"message_id": id, "duplicate": duplicate})
 	}
 }
 

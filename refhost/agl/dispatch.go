@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -344,15 +345,36 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 		cancel()
 		if res.Kind == outcomeSuccess && ev.contract.OutputType != nil {
 			if _, err := ev.contract.OutputType.materialize(toValueOrNil(res.Output), "/output", nil); err != nil {
-				res = handlerResult{Kind: outcomeUncertain, HTTPCode: res.HTTPCode, Reason: "receipt failed output validation: " + err.Error()}
+				res = handlerResult{Kind: outcomeUncertain, Failure: failureUnreadableReceipt, HTTPCode: res.HTTPCode, Reason: "receipt failed output validation: " + err.Error()}
 			}
 		}
 		// An uncertain write is retried only when the destination dedupes
-		// by key, the contract says so, attempts remain, and authority and
-		// approval are still valid now.
-		if res.Kind != outcomeUncertain || ev.contract.IdempotencyContract.Kind != "destination_key" ||
-			!dest.HonoursIdempotencyKey || attempt >= ev.contract.SchedulingContract.MaxAttempts {
+		// by key, the contract says so, its selector names the failure,
+		// attempts remain, and authority and approval are still valid after
+		// the backoff.
+		if res.Kind != outcomeUncertain || ev.contract.IdempotencyContract.Kind != "destination_key" || !dest.HonoursIdempotencyKey {
 			break
+		}
+		sc := ev.contract.SchedulingContract
+		if attempt >= sc.MaxAttempts {
+			if sc.MaxAttempts > 1 {
+				res.Reason += fmt.Sprintf("; no retry: all %d attempts made", sc.MaxAttempts)
+			}
+			break
+		}
+		if !sc.retries(res.Failure) {
+			res.Reason += "; no retry: the contract's retry selector does not name " + res.Failure
+			break
+		}
+		if sc.BackoffMS > 0 {
+			t := time.NewTimer(time.Duration(sc.BackoffMS) * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-h.stop:
+				t.Stop()
+				res.Reason += "; no retry: the host stopped"
+				return h.abandon(ctx, op.ID, res)
+			}
 		}
 		if d := h.recheck(ctx, h.st.db, ev.grant.ID, permit, 8); d != nil {
 			res.Reason += "; no retry: " + d.Code
@@ -390,6 +412,14 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 	}
 	out, err := h.loadOperation(ctx, h.st.db, op.ID)
 	return out, nil, err
+}
+
+// abandon leaves an operation Claimed for recovery, as a crash would: the
+// host is stopping, so it starts no further attempt and writes nothing more.
+func (h *Host) abandon(ctx context.Context, opID string, res handlerResult) (*operationRow, *Denial, error) {
+	d := deny(503, "host_stopping", "persistence_failure", 8, "the host stopped before the operation finished; recovery will settle it")
+	d.Detail = map[string]any{"operation_id": opID, "effect": "unknown"}
+	return nil, d, nil
 }
 
 func permitID(p *permitRow) string {

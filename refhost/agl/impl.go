@@ -36,7 +36,10 @@ const (
 )
 
 type handlerResult struct {
-	Kind      string         `json:"kind"`
+	Kind string `json:"kind"`
+	// Failure names, for an uncertain outcome, what went wrong (a retry
+	// selector's vocabulary).
+	Failure   string         `json:"failure,omitempty"`
 	Output    map[string]any `json:"output,omitempty"`
 	Reason    string         `json:"reason,omitempty"`
 	HTTPCode  int            `json:"destination_status,omitempty"`
@@ -123,7 +126,7 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 			resp.Body.Close()
 		}
-		return handlerResult{Kind: outcomeUncertain, Reason: "connection lost after sending (injected)"}
+		return handlerResult{Kind: outcomeUncertain, Failure: failureConnectionLost, Reason: "connection lost after sending (injected)"}
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
@@ -134,9 +137,9 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 		}
 		var ue *url.Error
 		if errors.As(err, &ue) && ue.Timeout() {
-			return handlerResult{Kind: outcomeUncertain, Reason: "destination timed out"}
+			return handlerResult{Kind: outcomeUncertain, Failure: failureTimeout, Reason: "destination timed out"}
 		}
-		return handlerResult{Kind: outcomeUncertain, Reason: "transport error after sending: " + err.Error()}
+		return handlerResult{Kind: outcomeUncertain, Failure: failureConnectionLost, Reason: "transport error after sending: " + err.Error()}
 	}
 	defer resp.Body.Close()
 	raw, rerr := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -149,7 +152,7 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 		if rerr != nil || json.Unmarshal(raw, &rc) != nil || rc.MessageID == "" {
 			// A success status with an unreadable receipt may still follow a
 			// real send: never classify it as no effect.
-			return handlerResult{Kind: outcomeUncertain, HTTPCode: resp.StatusCode, Reason: "unreadable receipt"}
+			return handlerResult{Kind: outcomeUncertain, Failure: failureUnreadableReceipt, HTTPCode: resp.StatusCode, Reason: "unreadable receipt"}
 		}
 		return handlerResult{Kind: outcomeSuccess, HTTPCode: resp.StatusCode, Duplicate: rc.Duplicate,
 			Output: map[string]any{"message_id": rc.MessageID}}
@@ -158,7 +161,7 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 		// any effect.
 		return handlerResult{Kind: outcomeNoEffect, HTTPCode: resp.StatusCode, Reason: "destination rejected the message"}
 	default:
-		return handlerResult{Kind: outcomeUncertain, HTTPCode: resp.StatusCode, Reason: fmt.Sprintf("destination answered %d", resp.StatusCode)}
+		return handlerResult{Kind: outcomeUncertain, Failure: failureDestinationError, HTTPCode: resp.StatusCode, Reason: fmt.Sprintf("destination answered %d", resp.StatusCode)}
 	}
 }
 

@@ -792,6 +792,14 @@ func registerActions(c *steps.Catalog) {
 		}
 		return err
 	})
+	c.Given(`^the destination will fail after taking effect on the next (\d+) messages$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if s.mail == nil {
+			return steps.Fault("describe the AGL host before its destination")
+		}
+		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultFailAfterEffect, Count: n})
+		return nil
+	})
 	c.Given(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message|hang after taking effect on the next message|hang without taking effect on the next message)$`, func(ctx context.Context, what string) error {
 		s := st(ctx)
 		mode := map[string]string{

@@ -242,7 +242,7 @@ func registerChecks(c *steps.Catalog) {
 			return w.Assert(s.opID != "" && e.Key == s.opID, "the message's idempotency key is %q, the operation is %q", e.Key, s.opID)
 		}
 	})
-	c.Then(`^the destination was sent the message (\d+) times, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
+	c.Then(`^the destination was sent the message (\d+) times?, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
 		s, w := st(ctx), steps.From(ctx)
 		w.Observe(nil)
 		sent := s.mail.sends()

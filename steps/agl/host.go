@@ -14,6 +14,7 @@ package agl
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -105,6 +106,8 @@ type state struct {
 	ready          bool
 	emailIdem      string
 	emailAttempts  int
+	emailBackoff   int      // the email contract's backoff_ms, when set
+	emailRetryOn   []string // the email contract's retry selector, when set
 	implementation map[string]string
 
 	exec   string
@@ -409,12 +412,20 @@ func registerHost(c *steps.Catalog) {
 		}
 		return s.edit(ctx, func(sec map[string]any) { sec["database_path"] = filepath.Join(dir, "operations.db") })
 	})
-	c.Given(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts$`, func(ctx context.Context, n int) error {
+	c.Given(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts(?:, (\d+) ms apart)?(?:, retrying only on (\w+))?$`, func(ctx context.Context, n int, backoff, retryOn string) error {
 		s := st(ctx)
 		if s.ready {
 			return steps.Fault("the contracts are already registered")
 		}
 		s.emailIdem, s.emailAttempts = "destination_key", n
+		if backoff != "" {
+			if _, err := fmt.Sscan(backoff, &s.emailBackoff); err != nil {
+				return steps.Fault("backoff %q: %v", backoff, err)
+			}
+		}
+		if retryOn != "" {
+			s.emailRetryOn = []string{retryOn}
+		}
 		return nil
 	})
 	c.Given(`^a principal whose agent may use the email and transfer operations under a grant from the authorization service$`, func(ctx context.Context) error {
@@ -510,8 +521,19 @@ func (s *state) emailContract(ctx context.Context, name, version string, attempt
 		"protocol_outcomes":      map[string]any{"success": "Sent", "no_effect": "FailedNoEffect", "uncertain": "Unknown"},
 		"approval_requirement":   map[string]any{"required": true, "role": "operator"},
 		"idempotency_contract":   map[string]any{"kind": s.emailIdem},
-		"scheduling_contract":    map[string]any{"max_attempts": attempts},
+		"scheduling_contract":    s.emailScheduling(attempts),
 	}
+}
+
+func (s *state) emailScheduling(attempts int) map[string]any {
+	sc := map[string]any{"max_attempts": attempts}
+	if s.emailBackoff > 0 {
+		sc["backoff_ms"] = s.emailBackoff
+	}
+	if s.emailRetryOn != nil {
+		sc["retry_on"] = s.emailRetryOn
+	}
+	return sc
 }
 
 func (s *state) transferContract(ctx context.Context, name string, effects []string) map[string]any {

@@ -20,6 +20,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"lukechampine.com/blake3"
 
@@ -321,6 +322,23 @@ func registerRuntime(c *steps.Catalog) {
 			}
 		}
 		return nil
+	})
+
+	// Retries (spec 8).
+	c.When(`^the first attempt has reached the destination$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			if len(s.mail.sends()) > 0 {
+				w.Observe(nil)
+				return nil
+			}
+			if time.Now().After(deadline) {
+				w.Observe(nil)
+				return steps.Fail("5 s after the dispatch started the destination had not been sent anything")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	})
 
 	c.Then(`^no request reached the destination or the ledger$`, func(ctx context.Context) error {
