@@ -148,6 +148,8 @@ var aglSeen struct {
 	revokedOps      map[string]bool // operations whose permit was revoked
 	revokedSubjects map[string]bool // principals whose own grant was revoked
 	proposedOwners  map[string]bool // principals who proposed sending a draft
+	leaked          map[string]int  // capacity slots a host kept, by host
+	refunds         map[string]int  // unsuccessful operations refunded, by execution
 }
 
 // aglRemember and aglRemembered keep facts a rule learns from one exchange
@@ -1072,6 +1074,177 @@ var aglRuntimeRules = []Rule{
 		}),
 	},
 	{
+		ID:     "agl.dispatch.admission-rechecks-authority",
+		Broken: "checks authority before it waits for capacity and not again after: a revocation during the wait does not stop the dispatch",
+		Response: func(x *Exchange, r *Response) {
+			if aglDispatch(x) && aglStep(r) == 6 {
+				aglDispatchAnyway("permit_revoked", "grant_revoked")(x, r)
+			}
+		},
+	},
+	{
+		ID:      "agl.dispatch.admission-rechecks-authority",
+		Variant: "never-waits",
+		Broken:  "never waits for capacity: a dispatch that finds none is refused at once",
+		Config: func(c map[string]map[string]any) {
+			if s := c["agl"]; s != nil {
+				s["admission_wait_ms"] = 1
+			}
+		},
+	},
+	{
+		ID:     "agl.dispatch.capacity-released",
+		Broken: "keeps the capacity slot of a dispatch whose claim failed: enough failed claims and nothing is admitted again",
+		Intercept: func(x *Exchange) *Response {
+			host := aglHostKey(x)
+			leaked := aglCount(&aglSeen.leaked, host, 0)
+			capacity, _ := x.Section("agl")["max_concurrent_dispatches"].(float64) // decoded by encoding/json
+			if capacity == 0 {
+				capacity = 32
+			}
+			if aglDispatch(x) && float64(leaked) >= capacity {
+				d := aglDenial(http.StatusTooManyRequests, "capacity_unavailable", "capacity", 6, nil)
+				d.SetJSON(map[string]any{"error": map[string]any{"code": "capacity_unavailable", "category": "capacity", "step": 6, "message": "no capacity", "retryable": true}})
+				return d
+			}
+			return nil
+		},
+		Response: func(x *Exchange, r *Response) {
+			host := aglHostKey(x)
+			switch {
+			case aglDispatch(x) && aglCode(r) == "persistence_failure" && aglStep(r) == 7:
+				aglCount(&aglSeen.leaked, host, 1)
+			case x.Method == http.MethodGet && x.Path == "/conformance/seams/agl/admission" && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				d["in_use"] = aglCount(&aglSeen.leaked, host, 0)
+				r.SetJSON(d)
+			}
+		},
+	},
+	{
+		ID:     "agl.dispatch.budget-not-refunded",
+		Broken: "refunds the budget of an operation whose result was unsuccessful or uncertain",
+		Response: func(x *Exchange, r *Response) {
+			switch {
+			case aglDispatch(x) && r.Status == http.StatusOK:
+				if st := aglStr(aglDoc(r.Body), "state"); st == "Unknown" || st == "FailedNoEffect" {
+					aglCount(&aglSeen.refunds, aglStr(aglDoc(x.Body), "execution_id"), 1)
+				}
+			case x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/scopes/") && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				if n := aglCount(&aglSeen.refunds, aglStr(d, "execution_id"), 0); n > 0 {
+					if u, _ := d["used"].(map[string]any); u != nil {
+						used, _ := u["tool_calls"].(json.Number).Int64()
+						u["tool_calls"] = used - int64(n)
+						r.SetJSON(d)
+					}
+				}
+			case aglDispatch(x) && aglCode(r) == "budget_exhausted":
+				if aglCount(&aglSeen.refunds, aglStr(aglDoc(x.Body), "execution_id"), 0) > 0 {
+					aglDispatchAnyway("budget_exhausted")(x, r)
+				}
+			}
+		},
+	},
+	{
+		ID:     "agl.parallel.nested-budgets",
+		Broken: "keeps a budget per scope only: a child may be larger than its parent, and what children spend is not spent in the parent",
+		Response: aglChain(
+			aglAccept(func(x *Exchange) bool { return strings.HasSuffix(x.Path, "/children") }, http.StatusCreated, "budget_exceeds_parent"),
+			func(x *Exchange, r *Response) {
+				if aglDispatch(x) && aglCode(r) == "budget_exhausted" {
+					aglDispatchAnyway("budget_exhausted")(x, r)
+				}
+			}),
+	},
+	{
+		ID:     "agl.parallel.map-single-claim",
+		Broken: "runs every branch of a map as it comes: branches that share a permit each dispatch",
+		Intercept: func(x *Exchange) *Response {
+			if !aglIs(x, http.MethodPost, "/parallel") {
+				return nil
+			}
+			b := aglDoc(x.Body)
+			branches, _ := b["branches"].([]any)
+			seen, shared := map[string]bool{}, false
+			for _, e := range branches {
+				t := aglStr(e.(map[string]any), "permit_token")
+				shared = shared || (t != "" && seen[t])
+				seen[t] = true
+			}
+			if b["mode"] != "map" || !shared {
+				return nil
+			}
+			var results []any
+			for i, e := range branches {
+				br := e.(map[string]any)
+				raw, _ := json.Marshal(map[string]any{"operation": br["operation"], "arguments": br["arguments"]})
+				aglEffect(&Exchange{Body: raw, Config: x.Config})
+				results = append(results, map[string]any{"index": i, "status": 200, "operation": map[string]any{"operation_id": "op_sabotage", "state": "Completed"}})
+			}
+			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+			r.SetJSON(map[string]any{"mode": "map", "results": results})
+			return r
+		},
+	},
+	{
+		ID:      "agl.parallel.map-single-claim",
+		Variant: "refuses-every-map",
+		Broken:  "refuses every map of more than one branch as if its branches shared a permit",
+		Intercept: func(x *Exchange) *Response {
+			if !aglIs(x, http.MethodPost, "/parallel") {
+				return nil
+			}
+			b := aglDoc(x.Body)
+			if branches, _ := b["branches"].([]any); b["mode"] == "map" && len(branches) > 1 {
+				return aglDenial(http.StatusForbidden, "permit_shared_across_branches", "authorization_denied", 0, nil)
+			}
+			return nil
+		},
+	},
+	{
+		ID:     "agl.parallel.race-no-half-claim",
+		Broken: "stops a race's losers without recording how they ended: their operations stay Claimed",
+		Response: func(x *Exchange, r *Response) {
+			if x.Method != http.MethodGet || x.Path != aglAPI+"/operations" || r.Status != http.StatusOK {
+				return
+			}
+			d := aglDoc(r.Body)
+			ops, _ := d["operations"].([]any)
+			for _, e := range ops {
+				op, _ := e.(map[string]any)
+				if aglStr(op, "outcome", "failure") == "cancelled" {
+					op["state"], op["outcome"] = "Claimed", nil
+				}
+			}
+			r.SetJSON(d)
+		},
+	},
+	{
+		ID:     "agl.cancel.before-claim",
+		Broken: "acknowledges a cancellation but lets the dispatch go on",
+		Intercept: func(x *Exchange) *Response {
+			if x.Method != http.MethodPost || !strings.HasSuffix(x.Path, "/cancel") {
+				return nil
+			}
+			id := strings.TrimSuffix(strings.TrimPrefix(x.Path, aglAPI+"/operations/"), "/cancel")
+			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+			r.SetJSON(map[string]any{"operation_id": id, "cancelled": true, "phase": "before_claim"})
+			return r
+		},
+	},
+	{
+		ID:     "agl.cancel.after-effect-started",
+		Broken: "treats a write cancelled in flight as having had no effect and frees its permit",
+		Response: aglChain(aglRewriteOperation(func(_ *Exchange, op map[string]any) bool {
+			if op["state"] == "Unknown" && aglStr(op, "outcome", "failure") == "cancelled" {
+				op["state"], op["awaiting_reconciliation"] = "FailedNoEffect", false
+				return true
+			}
+			return false
+		}), aglDispatchAnyway("uncertain_completion")),
+	},
+	{
 		ID:     "agl.protocol.independent-resources",
 		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
 		Response: func(x *Exchange, r *Response) {
@@ -1223,6 +1396,25 @@ func aglResend(x *Exchange, op map[string]any) {
 	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req); err == nil {
 		resp.Body.Close()
 	}
+}
+
+// aglHostKey tells apart the hosts of concurrent scenarios: each has its
+// own operator key.
+func aglHostKey(x *Exchange) string {
+	keys, _ := x.Section("agl")["keys"].(map[string]any)
+	k, _ := keys["operator_key"].(string)
+	return k
+}
+
+// aglCount adds delta to a counter kept for key and returns its value.
+func aglCount(m *map[string]int, key string, delta int) int {
+	aglSeen.Lock()
+	defer aglSeen.Unlock()
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[key] += delta
+	return (*m)[key]
 }
 
 func aglLookup(v any, path ...string) any {

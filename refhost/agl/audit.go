@@ -49,8 +49,8 @@ type auditRecord struct {
 	// trail cannot recover a recipient or an amount by hashing guesses.
 	FieldDigests map[string]string `json:"field_digests,omitempty"`
 	DenialCode   string            `json:"denial_code,omitempty"`
-	DenialStep          int            `json:"denial_step,omitempty"`
-	Detail              string         `json:"detail,omitempty"`
+	DenialStep   int               `json:"denial_step,omitempty"`
+	Detail       string            `json:"detail,omitempty"`
 }
 
 // audit appends a record inside the caller's transaction, so the record

@@ -74,6 +74,9 @@ const (
 	failureTimeout           = "timeout"            // no answer before the deadline
 	failureConnectionLost    = "connection_lost"    // the connection broke after the request was sent
 	failureUnreadableReceipt = "unreadable_receipt" // a success status whose receipt cannot be read
+	// failureCancelled: the dispatch was cancelled while the call was in
+	// flight. Not a selector kind: a cancelled call is never retried.
+	failureCancelled = "cancelled"
 )
 
 var failureKinds = []string{failureDestinationError, failureTimeout, failureConnectionLost, failureUnreadableReceipt}

@@ -120,7 +120,15 @@ type Host struct {
 	st       *store
 	instance string
 	policyFP string
-	admit    chan struct{}
+	// Step 6: concurrency slots, dispatches waiting for one, and this
+	// host's budget reservations by scope.
+	admitSlots chan struct{}
+	waiting    atomic.Int64
+	admMu      sync.Mutex
+	reserved   map[string]int
+	// Dispatches in flight, by operation id, for cancellation.
+	flightMu sync.Mutex
+	flights  map[string]*flight
 	client   *http.Client
 	faults   *faults
 	exit     func(int) // seam "exit" action; os.Exit in production
@@ -158,13 +166,14 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 	}
 	h := &Host{
 		cfg: cfg, env: env, log: env.Log().With("family", "agl"), st: st,
-		instance: "inst_" + uuid.NewString(),
-		policyFP: pfp,
-		admit:    make(chan struct{}, cfg.MaxConcurrentDispatches),
-		client:   &http.Client{},
-		faults:   newFaults(),
-		exit:     os.Exit,
-		stop:     make(chan struct{}),
+		instance:   "inst_" + uuid.NewString(),
+		policyFP:   pfp,
+		admitSlots: make(chan struct{}, cfg.MaxConcurrentDispatches),
+		reserved:   map[string]int{},
+		client:     &http.Client{},
+		faults:     newFaults(),
+		exit:       os.Exit,
+		stop:       make(chan struct{}),
 	}
 	if err := h.heartbeat(); err != nil {
 		st.close()
@@ -292,6 +301,11 @@ func (h *Host) Handler() http.Handler {
 	mux.HandleFunc("POST "+p+"/operations/{id}/reconcile", h.hReconcile)
 	mux.HandleFunc("GET "+p+"/audit", h.hAudit)
 	mux.HandleFunc("POST "+p+"/legacy/invoke", h.hLegacyInvoke)
+	mux.HandleFunc("POST "+p+"/scopes", h.hCreateScope)
+	mux.HandleFunc("GET "+p+"/scopes/{id}", h.hGetScope)
+	mux.HandleFunc("POST "+p+"/scopes/{id}/children", h.hOpenChildScope)
+	mux.HandleFunc("POST "+p+"/operations/{id}/cancel", h.hCancel)
+	mux.HandleFunc("POST "+p+"/parallel", h.hParallel)
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, &Denial{Code: "not_found", Category: "request", Status: 404, Message: "no such endpoint in " + BindingVersion})
 	})

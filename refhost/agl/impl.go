@@ -25,6 +25,9 @@ type implementation struct {
 	Wire         string   `json:"destination_protocol"`
 	fingerprint  string
 	dest         func(Config) Destination
+	// read marks a handler that only reads from its destination: it asks
+	// GET {url}/lookup?key=<arguments.message_key> and has no effect.
+	read bool
 }
 
 // Outcome kinds a handler reports. Uncertain is anything after which the
@@ -52,6 +55,8 @@ var implementations = func() map[string]*implementation {
 			Protocol: "email/1", Wire: "parley-fake-destination/1", dest: func(c Config) Destination { return c.Email }},
 		{Name: "webhook.post/v1", Effects: []string{"external_write"},
 			Wire: "parley-fake-destination/1", dest: func(c Config) Destination { return c.Webhook }},
+		{Name: "email.status/v1", Effects: []string{"external_read"},
+			Wire: "parley-fake-destination/1", dest: func(c Config) Destination { return c.Email }, read: true},
 	}
 	m := map[string]*implementation{}
 	for _, im := range list {
@@ -71,7 +76,7 @@ var implementations = func() map[string]*implementation {
 
 func (h *Host) hImplementations(w http.ResponseWriter, r *http.Request) {
 	out := []map[string]any{}
-	for _, name := range []string{"email.send/v1", "webhook.post/v1"} {
+	for _, name := range []string{"email.send/v1", "webhook.post/v1", "email.status/v1"} {
 		im := implementations[name]
 		d := im.dest(h.cfg)
 		out = append(out, map[string]any{
@@ -106,6 +111,13 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 	if d.URL == "" {
 		// Nothing was sent: no destination is configured.
 		return handlerResult{Kind: outcomeNoEffect, Reason: "destination not configured"}
+	}
+	if ctx.Err() != nil {
+		// Cancelled after the claim but before anything was sent.
+		return handlerResult{Kind: outcomeNoEffect, Failure: failureCancelled, Reason: "cancelled before the call was made"}
+	}
+	if im.read {
+		return h.read(ctx, d, args)
 	}
 	body, err := json.Marshal(map[string]any{"operation_id": opID, "operation": qname, "account": d.Account, "payload": args, "context": hc})
 	if err != nil {
@@ -192,4 +204,36 @@ func (h *Host) lookup(ctx context.Context, im *implementation, opID string) (fou
 		return false, "", err
 	}
 	return lr.Found, lr.MessageID, nil
+}
+
+// read performs a read handler's call: a receiver lookup of the message key
+// the arguments name. Whatever goes wrong, nothing happened at the
+// destination.
+func (h *Host) read(ctx context.Context, d Destination, args any) handlerResult {
+	m, _ := args.(map[string]any)
+	key, _ := m["message_key"].(string)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(d.URL, "/")+"/lookup?key="+url.QueryEscape(key), nil)
+	if err != nil {
+		return handlerResult{Kind: outcomeNoEffect, Reason: "bad destination URL"}
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return handlerResult{Kind: outcomeNoEffect, Failure: failureCancelled, Reason: "read cancelled"}
+		}
+		return handlerResult{Kind: outcomeNoEffect, Reason: "read failed: " + err.Error()}
+	}
+	defer resp.Body.Close()
+	var lr struct {
+		Found     bool   `json:"found"`
+		MessageID string `json:"message_id"`
+	}
+	if resp.StatusCode != 200 || json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&lr) != nil {
+		return handlerResult{Kind: outcomeNoEffect, HTTPCode: resp.StatusCode, Reason: "read failed: unreadable lookup answer"}
+	}
+	out := map[string]any{"found": lr.Found}
+	if lr.MessageID != "" {
+		out["message_id"] = lr.MessageID
+	}
+	return handlerResult{Kind: outcomeSuccess, HTTPCode: resp.StatusCode, Output: out}
 }

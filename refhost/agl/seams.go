@@ -66,6 +66,7 @@ func (h *Host) fire(ctx context.Context, boundary, op string) error {
 		select {
 		case <-time.After(time.Duration(ft.DelayMS) * time.Millisecond):
 		case <-ctx.Done():
+		case <-h.stop:
 		}
 		return nil
 	case "halt":
@@ -140,6 +141,7 @@ func (h *Host) Seams() http.Handler {
 		}
 		writeJSON(w, 200, map[string]any{"recovered": n})
 	})
+	mux.HandleFunc("GET "+p+"/admission", h.hAdmissionSeam)
 	mux.HandleFunc("GET "+p+"/instance", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"instance": h.instance, "pid": pid(), "database_path": h.cfg.DatabasePath})
 	})

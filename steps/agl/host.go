@@ -142,6 +142,12 @@ type state struct {
 	calls      []string             // operation ids of a series of dispatches, in order
 	drafts     map[string][2]string // named drafts: resource id and handle
 	sensitive  []any                // sensitive argument values of the audited operation
+
+	named       map[string]*named // dispatches in flight, by name
+	rootScope   string            // the execution's budget scope
+	scopes      map[string]string // child scopes, by name
+	approved    []approvedSend    // several approved sends held at once
+	branchSends []approvedSend    // the approved send each branch of a map presented
 }
 
 type asyncResult struct {

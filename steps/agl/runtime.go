@@ -29,6 +29,7 @@ import (
 )
 
 func registerRuntime(c *steps.Catalog) {
+	registerAdmission(c)
 	c.Given(`^the host gives a handler (\d+) ms to answer$`, func(ctx context.Context, ms int) error {
 		return st(ctx).edit(ctx, func(sec map[string]any) { sec["handler_timeout_ms"] = ms })
 	})
