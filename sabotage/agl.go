@@ -1245,6 +1245,28 @@ var aglRuntimeRules = []Rule{
 		}), aglDispatchAnyway("uncertain_completion")),
 	},
 	{
+		ID:       "agl.dispatch.permit.single-claim",
+		Variant:  "check-then-act",
+		Broken:   "checks that the permit is unclaimed and then claims it without a guard: every dispatch that passed the check before another's claim committed goes out too",
+		Response: aglCheckThenAct(false),
+	},
+	{
+		ID:       "agl.dispatch.permit.single-claim-cross-process",
+		Variant:  "check-then-act",
+		Broken:   "guards the claim with a lock of its own process only: a dispatch at the other host that passed the check before the claim committed goes out too",
+		Response: aglCheckThenAct(true),
+	},
+	{
+		ID:      "agl.parallel.revision-cas",
+		Variant: "check-then-act",
+		Broken:  "checks the draft's state before the proposal transaction and updates it without a compare-and-swap: every proposal that saw Draft is accepted",
+		Response: func(x *Exchange, r *Response) {
+			if aglPropose(x) && aglStep(r) == 7 && aglCode(r) == "stale_revision" {
+				aglAccept(aglPropose, http.StatusCreated, "stale_revision")(x, r)
+			}
+		},
+	},
+	{
 		ID:     "agl.protocol.independent-resources",
 		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
 		Response: func(x *Exchange, r *Response) {
@@ -1415,6 +1437,25 @@ func aglCount(m *map[string]int, key string, delta int) int {
 	}
 	(*m)[key] += delta
 	return (*m)[key]
+}
+
+// aglCheckThenAct emulates a host whose claim has no atomic guard: a
+// dispatch refused inside the claim transaction (step 7) had passed the
+// step 4 and 5 checks while the permit was still unclaimed, which is exactly
+// the window in which such a host lets it through. Dispatches refused at
+// step 4 or 5 came after the claim and are refused by that host too. So the
+// emulation fails a scenario only when the contenders really overlapped:
+// what the barrier seam guarantees. shared limits it to hosts on a shared
+// store.
+func aglCheckThenAct(shared bool) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if _, ok := x.Section("agl")["database_path"]; shared && !ok {
+			return
+		}
+		if aglDispatch(x) && aglStep(r) == 7 && aglCode(r) == "permit_consumed" {
+			aglDispatchAnyway("permit_consumed")(x, r)
+		}
+	}
 }
 
 func aglLookup(v any, path ...string) any {

@@ -206,7 +206,9 @@ Feature: Exact-action approval permits
 
   @req:agl.dispatch.permit.single-claim @profile:agl-core
   Scenario: Of many concurrent dispatches of one permit exactly one proceeds
-    Given the principal has an approved send of a draft to "bob@example.com"
+    Given the AGL test seams are enabled
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host holds the next 8 claimers until all have arrived
     When the agent dispatches the approved send 8 times at once
     Then exactly one dispatch completed and every other was refused as a claimed permit
     And the destination received exactly one message

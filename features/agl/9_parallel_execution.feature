@@ -30,14 +30,18 @@ Feature: Parallel execution and resources
 
   @req:agl.parallel.revision-cas @profile:agl-core
   Scenario: Of concurrent proposals of one revision exactly one moves the draft
-    Given the principal drafts an email to "bob@example.com"
+    Given the AGL test seams are enabled
+    And the principal drafts an email to "bob@example.com"
+    And the host holds the next 8 proposers until all have arrived
     When the agent proposes sending the draft 8 times at once
     Then exactly one proposal was accepted and every other was refused as a stale revision or invalid state
     And the draft is "Proposed" at revision 1
 
   @req:agl.parallel.revision-cas @profile:agl-core
   Scenario: A dispatch and an edit racing for one revision never both take effect
-    Given the principal has an approved send of a draft to "bob@example.com"
+    Given the AGL test seams are enabled
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host holds the next claimer and editor until both have arrived
     When the agent dispatches the approved send while the principal edits the draft
     Then exactly one of the dispatch and the edit took effect
 

@@ -146,6 +146,8 @@ func (h *Host) dispatchFlight(req *dispatchRequest, f *flight) (*operationRow, *
 		return nil, d, nil
 	}
 
+	h.meet(ctx, pointClaim)
+
 	// Step 7: claim permit, resource revision and operation, charge the
 	// budget, persist the intent and its audit record, all in one
 	// transaction. The reservation is spent either way.

@@ -77,6 +77,9 @@ type Config struct {
 	Webhook      Destination `json:"webhook"`
 	Keys         Keys        `json:"keys"`
 	Deployment   Deployment  `json:"deployment"`
+	// InstanceName labels this host among others sharing its store (in
+	// GET /agl/v1/ and the log); the instance id stays unique per start.
+	InstanceName string `json:"instance_name,omitempty"`
 	// AuthorityIssuer names the authorization service recorded as issuer.
 	AuthorityIssuer string `json:"authority_issuer,omitempty"`
 	// ClaimLeaseMS: a claim whose owning host has not heartbeated for this
@@ -134,6 +137,8 @@ type Host struct {
 	exit     func(int) // seam "exit" action; os.Exit in production
 	auditKey []byte    // the store's key for keyed digests in the audit trail
 	halted   atomic.Bool
+	// seamsMounted: the operator mounted the test seams (Seams was called).
+	seamsMounted atomic.Bool
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -430,6 +435,7 @@ func (h *Host) hInfo(w http.ResponseWriter, r *http.Request) {
 		"digest_algorithm":      "sha256",
 		"policy_fingerprint":    h.policyFP,
 		"instance":              h.instance,
+		"instance_name":         h.cfg.InstanceName,
 		"email_idempotent":      h.cfg.Email.HonoursIdempotencyKey,
 		"webhook_idempotent":    h.cfg.Webhook.HonoursIdempotencyKey,
 		"max_approval_ttl_secs": h.cfg.MaxApprovalTTLSeconds,

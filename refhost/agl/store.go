@@ -148,6 +148,13 @@ CREATE TABLE IF NOT EXISTS scopes (
   created_at INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS scopes_root ON scopes(execution_id) WHERE parent_id IS NULL;
+CREATE TABLE IF NOT EXISTS seam_barriers (
+  id TEXT PRIMARY KEY,
+  points TEXT NOT NULL,
+  parties INTEGER NOT NULL,
+  arrived INTEGER NOT NULL,
+  deadline INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS instances (
   id TEXT PRIMARY KEY,
   heartbeat_at INTEGER NOT NULL,

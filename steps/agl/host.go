@@ -209,9 +209,8 @@ func (s *state) edit(ctx context.Context, f func(sec map[string]any)) error {
 }
 
 // secondHost acquires the second host on the shared store: the same section
-// (another email destination when asked), with the seams off. The seams are
-// the difference that makes it a second configuration, hence a second host;
-// the first host always has them on when a store is shared.
+// (another email destination or deployment policy when asked), labelled
+// "second", with the seams on like the first.
 func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	if s.second != nil {
 		return s.second, nil
@@ -233,7 +232,11 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	if s.secondDeployment != nil {
 		sec["deployment"] = s.secondDeployment
 	}
-	cfg, err := target.NewConfig(map[string]any{family: sec}, false)
+	// Its own label makes it a second configuration, hence a second host;
+	// it has its seams too, so that it meets the first at the barrier the
+	// two hosts share in their store.
+	sec["instance_name"] = "second"
+	cfg, err := target.NewConfig(map[string]any{family: sec}, true)
 	if err != nil {
 		return nil, steps.Fault("the second host's configuration does not encode: %v", err)
 	}
