@@ -150,6 +150,7 @@ var aglSeen struct {
 	proposedOwners  map[string]bool // principals who proposed sending a draft
 	leaked          map[string]int  // capacity slots a host kept, by host
 	refunds         map[string]int  // unsuccessful operations refunded, by execution
+	swept           map[string]int  // retention sweeps run, by host
 }
 
 // aglRemember and aglRemembered keep facts a rule learns from one exchange
@@ -1263,6 +1264,40 @@ var aglRuntimeRules = []Rule{
 		Response: func(x *Exchange, r *Response) {
 			if aglPropose(x) && aglStep(r) == 7 && aglCode(r) == "stale_revision" {
 				aglAccept(aglPropose, http.StatusCreated, "stale_revision")(x, r)
+			}
+		},
+	},
+	{
+		ID:     "agl.retention.consumed-permit-tombstone",
+		Broken: "prunes consumed-permit tombstones older than its retention period: after the sweep an old permit dispatches again",
+		Response: func(x *Exchange, r *Response) {
+			host := aglHostKey(x)
+			switch {
+			case x.Method == http.MethodPost && x.Path == "/conformance/seams/agl/retention" && r.Status == http.StatusOK:
+				aglCount(&aglSeen.swept, host, 1)
+			case aglDispatch(x) && aglCount(&aglSeen.swept, host, 0) > 0:
+				aglDispatchAnyway("permit_consumed", "uncertain_completion")(x, r)
+			}
+		},
+	},
+	{
+		ID:     "agl.retention.pending-intent-kept",
+		Broken: "deletes pending intents older than its retention period, whatever permit could still dispatch them",
+		Intercept: func(x *Exchange) *Response {
+			if aglCount(&aglSeen.swept, aglHostKey(x), 0) == 0 {
+				return nil
+			}
+			switch {
+			case aglGetOperation(x):
+				return aglDenial(http.StatusNotFound, "not_found", "request", 0, nil)
+			case aglDispatch(x) && aglStr(aglDoc(x.Body), "permit_token") != "":
+				return aglDenial(http.StatusForbidden, "unbound_approval", "authorization_denied", 5, nil)
+			}
+			return nil
+		},
+		Response: func(x *Exchange, r *Response) {
+			if x.Method == http.MethodPost && x.Path == "/conformance/seams/agl/retention" && r.Status == http.StatusOK {
+				aglCount(&aglSeen.swept, aglHostKey(x), 1)
 			}
 		},
 	},

@@ -208,6 +208,52 @@ Feature: Durable operations and uncertain outcomes
       | unreadable_receipt | answer unreadable JSON after taking effect on the next message | Completed | 2        |
       | destination_error  | fail after taking effect on the next message                   | Completed | 2        |
 
+  @req:agl.retention.consumed-permit-tombstone @profile:agl-operation-store
+  Scenario Outline: A consumed permit presented after the retention sweep is still refused as claimed
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the host keeps records no longer needed for 1 hour
+    And the principal's grant lasts 3 days
+    And the principal holds a spare approved send whose permit expires in 600 seconds
+    And the principal has an approved <action> whose permit expires in 86400 seconds
+    When the agent dispatches the approved <kind>
+    Then the dispatch completed
+    When the host's clock moves <hours> hours ahead
+    And the host's retention sweep runs
+    Then the sweep removed the spare permit
+    When the agent dispatches the approved <kind>
+    Then the action is refused with status 409, code "permit_consumed" and category "permit_claimed"
+    And the permit is consumed by the first operation
+    And the <destination> received exactly one <message>
+
+    Examples:
+      | action                                      | kind     | hours | destination | message  |
+      | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
+      | transfer of 200 to "DE89370400440532013000" | transfer | 2     | ledger      | transfer |
+      | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
+
+  @req:agl.retention.pending-intent-kept @profile:agl-operation-store
+  Scenario Outline: A pending intent survives the retention sweep while its permit can still dispatch it
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the host keeps records no longer needed for 1 hour
+    And the principal's grant lasts 3 days
+    And the principal holds a spare approved send whose permit expires in 600 seconds
+    And the principal has an approved <action> whose permit expires in 86400 seconds
+    When the host's clock moves <hours> hours ahead
+    And the host's retention sweep runs
+    Then the sweep removed the spare permit
+    And the operation is "Pending"
+    When the agent dispatches the approved <kind>
+    Then the dispatch completed
+    And the dispatch ran the operation the proposal named
+    And the <destination> received exactly one <message>
+
+    Examples:
+      | action                                      | kind     | hours | destination | message  |
+      | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
+      | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
+
   @req:agl.durability.reconcile @profile:agl-operation-store
   Scenario: Receiver lookup settles an Unknown send and records its evidence
     Given an AGL host with a fake email destination the suite counts

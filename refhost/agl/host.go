@@ -92,6 +92,11 @@ type Config struct {
 	MaxConcurrentDispatches int   `json:"max_concurrent_dispatches,omitempty"`
 	AdmissionWaitMS         int   `json:"admission_wait_ms,omitempty"`
 	MaxApprovalTTLSeconds   int   `json:"max_approval_ttl_seconds,omitempty"`
+	// RetentionMS: how long after it can no longer be used a record is
+	// kept before the retention sweep removes it; RetentionSweepMS: how
+	// often the sweep runs. Consumed permits are never removed.
+	RetentionMS      int64 `json:"retention_ms,omitempty"`
+	RetentionSweepMS int   `json:"retention_sweep_ms,omitempty"`
 }
 
 func (c *Config) defaults() {
@@ -107,6 +112,10 @@ func (c *Config) defaults() {
 	def(&c.MaxConcurrentDispatches, 32)
 	def(&c.AdmissionWaitMS, 2000)
 	def(&c.MaxApprovalTTLSeconds, 86400)
+	def(&c.RetentionSweepMS, 3600000)
+	if c.RetentionMS <= 0 {
+		c.RetentionMS = 30 * 24 * 3600 * 1000
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
@@ -139,6 +148,7 @@ type Host struct {
 	halted   atomic.Bool
 	// seamsMounted: the operator mounted the test seams (Seams was called).
 	seamsMounted atomic.Bool
+	clockOffset  atomic.Int64 // ms the clock seam moved this host's clock
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -192,8 +202,9 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		st.close()
 		return nil, err
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.sweeper()
+	go h.retentionLoop()
 	h.log.Info("agl host open", "db", cfg.DatabasePath, "instance", h.instance, "policy_fingerprint", pfp)
 	return h, nil
 }
@@ -210,8 +221,12 @@ func (h *Host) Close() error {
 	return h.st.close()
 }
 
-func (h *Host) now() time.Time { return h.env.Clock() }
-func (h *Host) nowMS() int64   { return h.now().UnixMilli() }
+// now is the host's clock: the environment's, moved forward by the clock
+// seam when an operator mounted it (and by nothing else).
+func (h *Host) now() time.Time {
+	return h.env.Clock().Add(time.Duration(h.clockOffset.Load()) * time.Millisecond)
+}
+func (h *Host) nowMS() int64 { return h.now().UnixMilli() }
 
 func loadKeys(k *Keys, dir string) error {
 	if k.Operator != "" && k.Authority != "" && k.Resolver != "" {

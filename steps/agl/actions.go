@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -112,6 +113,7 @@ func (s *state) noteProposal(r *steps.Response, op string, args any) {
 	s.prop = m
 	s.props = append(s.props, m)
 	s.opID = str(m, "operation_id")
+	s.propOp = op
 	if a, ok := args.(map[string]any); ok {
 		if h, ok := a["draft"].(string); ok {
 			s.propHandle = h
@@ -220,7 +222,11 @@ func (s *state) approveProposal(ctx context.Context) error {
 	if err := s.proposalNeeded(); err != nil {
 		return err
 	}
-	if err := s.requestApproval(ctx, 600); err != nil {
+	ttl := 600
+	if s.permitTTL > 0 {
+		ttl, s.permitTTL = s.permitTTL, 0
+	}
+	if err := s.requestApproval(ctx, ttl); err != nil {
 		return err
 	}
 	if _, err := got(s.decide(ctx, roleResolver, "granted", nil)).want(preApproved, 201); err != nil {
@@ -248,7 +254,7 @@ func (s *state) approvedBody() (map[string]any, error) {
 	mods := s.pendingMods
 	op := sendOp
 	var args any = map[string]any{"draft": s.propHandle}
-	if s.propHandle == "" && s.transfer != nil {
+	if (s.propHandle == "" || s.propOp == transferOp) && s.transfer != nil {
 		op, args = transferOp, s.transfer
 	}
 	grant := s.grant()
@@ -487,11 +493,14 @@ func registerActions(c *steps.Catalog) {
 		_, err := s.decide(ctx, role, "granted", edit)
 		return err
 	})
-	c.Setup(preApproved, `^the principal has an approved send of a draft to "([^"]*)"$`, func(ctx context.Context, to string) error {
-		return st(ctx).approveSend(ctx, to)
-	})
-	c.Setup(preApproved, `^the principal has an approved transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount int, to string) error {
+	c.Setup(preApproved, `^the principal has an approved send of a draft to "([^"]*)"(?: whose permit expires in (\d+) seconds)?$`, func(ctx context.Context, to, ttl string) error {
 		s := st(ctx)
+		s.permitTTL, _ = strconv.Atoi(ttl)
+		return s.approveSend(ctx, to)
+	})
+	c.Setup(preApproved, `^the principal has an approved transfer of (\d+) to "([^"]*)"(?: whose permit expires in (\d+) seconds)?$`, func(ctx context.Context, amount int, to, ttl string) error {
+		s := st(ctx)
+		s.permitTTL, _ = strconv.Atoi(ttl)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}

@@ -119,6 +119,7 @@ type state struct {
 	prop                  map[string]any  // the last proposal the host accepted
 	lastProposal          *steps.Response // the last proposal attempt, accepted or not
 	lastProposalOp        string
+	propOp                string           // the operation of the last proposal the host accepted
 	decisionResp          *steps.Response  // the last decision's answer
 	props                 []map[string]any // every proposal, in order
 	requestID             string
@@ -148,6 +149,10 @@ type state struct {
 	scopes      map[string]string // child scopes, by name
 	approved    []approvedSend    // several approved sends held at once
 	branchSends []approvedSend    // the approved send each branch of a map presented
+
+	permitTTL   int            // the TTL the next approval asks for, when not the default
+	sparePermit string         // an approved permit left unused, for the retention sweep to remove
+	sweep       map[string]any // the last retention sweep's answer
 }
 
 type asyncResult struct {

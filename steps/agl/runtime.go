@@ -342,6 +342,95 @@ func registerRuntime(c *steps.Catalog) {
 		}
 	})
 
+	// Retention (spec 8).
+	c.Given(`^the host keeps records no longer needed for (\d+) hours?$`, func(ctx context.Context, h int) error {
+		return st(ctx).edit(ctx, func(sec map[string]any) { sec["retention_ms"] = h * 3600 * 1000 })
+	})
+	c.Setup(preScopedGrant, `^the principal's grant lasts (\d+) days$`, func(ctx context.Context, days int) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		r, err := s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp},
+			[]string{s.me.mailbox}, []string{s.me.account}, map[string]any{"ttl_seconds": days * 86400}))
+		m, err := got(r, err).want(preScopedGrant, 201)
+		if err != nil {
+			return err
+		}
+		if s.grantOverride = str(m, "grant_token"); s.grantOverride == "" {
+			return steps.Precondition(preScopedGrant, steps.Fail("the long grant carries no grant_token: %s", r))
+		}
+		steps.From(ctx).Secret(s.grantOverride)
+		return nil
+	})
+	c.Setup(preApproved, `^the principal holds a spare approved send whose permit expires in (\d+) seconds$`, func(ctx context.Context, ttl int) error {
+		s := st(ctx)
+		s.permitTTL = ttl
+		if err := s.approveSend(ctx, "spare@example.com"); err != nil {
+			return err
+		}
+		s.sparePermit = s.permitID
+		return nil
+	})
+	c.When(`^the host's clock moves (\d+) hours ahead$`, func(ctx context.Context, h int) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		r, err := w.Seam(ctx, http.MethodPost, seamPath+"/clock", mustJSON(map[string]any{"advance_ms": h * 3600 * 1000}), http.Header{"Content-Type": {"application/json"}})
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == http.StatusOK, "the clock seam answered %s", r); err != nil {
+			return err
+		}
+		return w.ExpectSchema("agl/seam-clock.json", r.Body)
+	})
+	c.When(`^the host's retention sweep runs$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, err := w.Seam(ctx, http.MethodPost, seamPath+"/retention", nil, nil)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == http.StatusOK, "the retention seam answered %s", r); err != nil {
+			return err
+		}
+		if err := w.ExpectSchema("agl/seam-retention.json", r.Body); err != nil {
+			return err
+		}
+		s.sweep, _ = r.JSON()
+		return nil
+	})
+	c.Then(`^the sweep removed the spare permit$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if s.sparePermit == "" || s.sweep == nil {
+			return steps.Fault("no spare permit, or no sweep ran")
+		}
+		n, _ := steps.Lookup(s.sweep, "removed.permits")
+		if err := w.Assert(steps.Text(n) != "0", "the sweep removed no permit, though the spare one had expired long before: %v", s.sweep); err != nil {
+			return err
+		}
+		r, err := s.call(ctx, false, http.MethodGet, api+"/permits/"+s.sparePermit, roleNone, nil, false)
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status == http.StatusNotFound, "the spare permit, expired long before the sweep, is still kept: %s", r)
+	})
+	c.Then(`^the dispatch ran the operation the proposal named$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, _ := w.LastResponse()
+		m, err := r.JSON()
+		if err != nil {
+			return err
+		}
+		want := str(s.prop, "operation_id")
+		return w.Assert(want != "" && str(m, "operation_id") == want, "the dispatch ran operation %q, the proposal named %q", str(m, "operation_id"), want)
+	})
+
+	c.Then(`^the ledger received exactly one transfer$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return s.expectMessages(ctx, s.ledger, "ledger", 1)
+	})
 	c.Then(`^no request reached the destination or the ledger$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		w.Observe(nil)
