@@ -1302,6 +1302,73 @@ var aglRuntimeRules = []Rule{
 		},
 	},
 	{
+		ID:     "agl.recovery.completed-not-recontacted",
+		Broken: "replays a dispatch of a finished operation by running its handler again (under the same key) before it answers that the permit was used",
+		Response: func(x *Exchange, r *Response) {
+			if !aglDispatch(x) {
+				return
+			}
+			if c := aglCode(r); c == "permit_consumed" || c == "uncertain_completion" {
+				id, _ := aglLookup(aglDoc(r.Body), "error", "detail", "operation_id").(string)
+				aglResend(x, map[string]any{"operation_id": id})
+			}
+		},
+	},
+	{
+		ID:     "agl.recovery.fingerprints-checked",
+		Broken: "resumes an interrupted deduplicated send on recovery without checking the contract it was approved under",
+		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
+			if op["state"] != "Unknown" || !strings.Contains(aglOutcomeReason(op), "stopped while the operation was claimed") {
+				return false
+			}
+			aglResend(x, op)
+			op["state"], op["awaiting_reconciliation"] = "ReconciledCompleted", false
+			op["reconciliation"] = map[string]any{"method": "idempotent_retry", "resolution": "completed", "at": time.Now().UTC().Format(time.RFC3339)}
+			return true
+		}),
+	},
+	{
+		ID:      "agl.recovery.fingerprints-checked",
+		Variant: "never-resumes",
+		Broken:  "never resumes an interrupted send, even one it could settle safely under its key",
+		Config: func(c map[string]map[string]any) {
+			if e, _ := c["agl"]["email"].(map[string]any); e != nil {
+				e["honours_idempotency_key"] = false
+			}
+		},
+	},
+	{
+		ID:     "agl.recovery.no-regeneration",
+		Broken: "re-creates unfinished actions on restart: an intent runs as a new operation, and an interrupted one is proposed again",
+		Response: func(x *Exchange, r *Response) {
+			switch {
+			case aglDispatch(x) && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				if id := aglStr(d, "operation_id"); id != "" {
+					d["operation_id"] = id + "-regenerated"
+					r.SetJSON(d)
+				}
+			case x.Method == http.MethodGet && x.Path == aglAPI+"/operations" && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				ops, _ := d["operations"].([]any)
+				for _, e := range ops {
+					op, _ := e.(map[string]any)
+					if op["state"] == "Unknown" || op["state"] == "Pending" {
+						again := map[string]any{}
+						for k, v := range op {
+							again[k] = v
+						}
+						again["operation_id"], again["state"] = aglStr(op, "operation_id")+"-regenerated", "Pending"
+						ops = append(ops, again)
+						break
+					}
+				}
+				d["operations"] = ops
+				r.SetJSON(d)
+			}
+		},
+	},
+	{
 		ID:     "agl.protocol.independent-resources",
 		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
 		Response: func(x *Exchange, r *Response) {

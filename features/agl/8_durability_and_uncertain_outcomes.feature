@@ -254,6 +254,86 @@ Feature: Durable operations and uncertain outcomes
       | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
       | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
 
+  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store
+  Scenario Outline: After a restart, a finished operation is served from the store, never run again
+    Given an AGL host with a fake email destination the suite counts
+    And the host keeps its state where the suite can restart it
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <fault>
+    When the agent dispatches the approved send
+    Then the operation is "<state>"
+    When the suite notes what the destination has been asked so far
+    And the host <restart>
+    Then the operation is "<state>"
+    When the agent dispatches the approved send
+    Then the action is refused with status 409, code "<code>" and category "<category>"
+    And the destination has been asked nothing since
+
+    Examples:
+      | fault                                        | state          | restart                        | code                 | category             |
+      | accept the next message                      | Completed      | crashes and is started again   | permit_consumed      | permit_claimed       |
+      | accept the next message                      | Completed      | is restarted                   | permit_consumed      | permit_claimed       |
+      | reject the next message before any effect    | FailedNoEffect | crashes and is started again   | permit_consumed      | permit_claimed       |
+      | fail after taking effect on the next message | Unknown        | crashes and is started again   | uncertain_completion | uncertain_completion |
+
+  @req:agl.recovery.fingerprints-checked @profile:agl-operation-store
+  Scenario Outline: Recovery resumes an interrupted send only under the contract it was approved with
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And <while it is claimed>
+    And the host crashes and is started again
+    Then the host soon reports the operation "<state>"
+    And <settled>
+    And the destination received <effects>
+
+    Examples:
+      | while it is claimed                                                        | state               | settled                                                                       | effects             |
+      | the operator reads the principal's grant                                   | ReconciledCompleted | the operation was settled by sending it again under its key                   | exactly one message |
+      | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation says recovery stopped on "contract_fingerprint_mismatch" | no message          |
+
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store
+  Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
+    Given an AGL host with a fake email destination the suite counts
+    And the host keeps its state where the suite can restart it
+    And the principal has an approved send of a draft to "bob@example.com"
+    When the host <restart>
+    Then the host lists exactly the operations the proposals named for the execution
+    And the operation is "Pending"
+    When the agent dispatches the approved send
+    Then the dispatch completed
+    And the dispatch ran the operation the proposal named
+    And the destination received exactly one message, carrying the operation id
+
+    Examples:
+      | restart                      |
+      | crashes and is started again |
+      | is restarted                 |
+
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store
+  Scenario: A send interrupted by a crash becomes Unknown, not a new request
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And the host crashes and is started again
+    Then the host soon reports the operation "Unknown"
+    And the host lists exactly the operations the proposals named for the execution
+    And the destination received no message
+    When the agent dispatches the approved send
+    Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
+    And the destination received no message
+
   @req:agl.durability.reconcile @profile:agl-operation-store
   Scenario: Receiver lookup settles an Unknown send and records its evidence
     Given an AGL host with a fake email destination the suite counts

@@ -383,6 +383,9 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 			ExecutionID: prop.ExecutionID, Principal: prop.Principal, AgentID: prop.AgentID, GrantID: ev.grant.ID,
 			PermitID: nullStr(permitID(permit)), ProposalID: prop.ID, SnapshotDigest: prop.Digest, Attempt: attempt})
 		cancel()
+		if res.Kind == outcomeAbandoned {
+			return h.abandon(store, op.ID, res)
+		}
 		if ctx.Err() != nil && res.Kind == outcomeUncertain {
 			// Cancelled while the call was in flight: whether it took
 			// effect is exactly what is not known. Never retried.

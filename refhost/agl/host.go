@@ -228,6 +228,16 @@ func (h *Host) now() time.Time {
 }
 func (h *Host) nowMS() int64 { return h.now().UnixMilli() }
 
+// stopping reports that the host is closing or crashed in place.
+func (h *Host) stopping() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 func loadKeys(k *Keys, dir string) error {
 	if k.Operator != "" && k.Authority != "" && k.Resolver != "" {
 		return nil

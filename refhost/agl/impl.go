@@ -36,6 +36,9 @@ const (
 	outcomeSuccess   = "success"
 	outcomeNoEffect  = "no_effect"
 	outcomeUncertain = "uncertain"
+	// outcomeAbandoned is never recorded: the host stopped before the
+	// call, and the claim is left for recovery.
+	outcomeAbandoned = "abandoned"
 )
 
 type handlerResult struct {
@@ -131,7 +134,11 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 	req.Header.Set("Idempotency-Key", opID)
 	req.Header.Set("X-AGL-Operation-Id", opID)
 	req.Header.Set("X-AGL-Attempt", fmt.Sprint(hc.Attempt))
-	if err := h.fire(ctx, boundaryExternalCall, qname); err != nil {
+	if err := h.fire(ctx, boundaryExternalCall, qname); err == nil && h.stopping() {
+		// The host stopped while this call waited to start: a stopped
+		// host sends nothing. The claim stays for recovery to settle.
+		return handlerResult{Kind: outcomeAbandoned, Reason: "the host stopped before the call was made"}
+	} else if err != nil {
 		// Injected loss of the connection after the request may have left.
 		resp, callErr := h.client.Do(req)
 		if callErr == nil {

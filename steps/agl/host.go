@@ -153,6 +153,7 @@ type state struct {
 	permitTTL   int            // the TTL the next approval asks for, when not the default
 	sparePermit string         // an approved permit left unused, for the retention sweep to remove
 	sweep       map[string]any // the last retention sweep's answer
+	asked       int            // requests the destination had received when the suite last looked
 }
 
 type asyncResult struct {

@@ -427,6 +427,83 @@ func registerRuntime(c *steps.Catalog) {
 		return w.Assert(want != "" && str(m, "operation_id") == want, "the dispatch ran operation %q, the proposal named %q", str(m, "operation_id"), want)
 	})
 
+	// Recovery across a restart (spec 8).
+	c.Given(`^the destination will accept the next message$`, func(ctx context.Context) error {
+		if st(ctx).mail == nil {
+			return steps.Fault("describe the AGL host before its destination")
+		}
+		return nil // no fault: the destination takes it and answers its receipt
+	})
+	c.When(`^the suite notes what the destination has been asked so far$`, func(ctx context.Context) error {
+		s := st(ctx)
+		s.asked = len(s.mail.fake.Requests())
+		return nil
+	})
+	c.Then(`^the destination has been asked nothing since$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		w.Observe(nil)
+		reqs := s.mail.fake.Requests()
+		return w.Assert(len(reqs) == s.asked, "the destination was asked %d more time(s): %v", len(reqs)-s.asked, reqs[min(s.asked, len(reqs)):])
+	})
+	c.Then(`^the host soon reports the operation "([^"]*)"$`, func(ctx context.Context, state string) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := s.operationNeeded(ctx); err != nil {
+			return err
+		}
+		var m map[string]any
+		for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			r, mm, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
+			if err != nil {
+				return err
+			}
+			m = mm
+			if (r.Status == http.StatusOK && str(m, "state") == state) || time.Now().After(deadline) {
+				break
+			}
+		}
+		return w.Assert(str(m, "state") == state, "8 s after it started again the host reports the operation %q, want %q: %v", str(m, "state"), state, m)
+	})
+	c.Then(`^the operation was settled by sending it again under its key$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		return w.Assert(str(m, "reconciliation.method") == "idempotent_retry" && str(m, "reconciliation.resolution") == "completed",
+			"the operation's reconciliation is %v, want idempotent_retry, completed", m["reconciliation"])
+	})
+	c.Then(`^the audit trail of the operation says recovery stopped on "([^"]*)"$`, func(ctx context.Context, code string) error {
+		s, w := st(ctx), steps.From(ctx)
+		recs, _, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		stops := events(recs, "recovery_stopped")
+		return w.Assert(len(stops) >= 1 && str(stops[0], "denial_code") == code, "the operation's recovery_stopped records are %v, want one naming %s", stops, code)
+	})
+	c.Then(`^the host lists exactly the operations the proposals named for the execution$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, m, err := s.read(ctx, api+"/operations?execution_id="+s.exec, roleNone)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == http.StatusOK, "listing the execution's operations: %s", r); err != nil {
+			return err
+		}
+		list, _ := m["operations"].([]any)
+		var ids, want []string
+		for _, e := range list {
+			op, _ := e.(map[string]any)
+			ids = append(ids, str(op, "operation_id")+" "+str(op, "snapshot_digest"))
+		}
+		for _, p := range s.props {
+			want = append(want, str(p, "operation_id")+" "+str(p, "digest"))
+		}
+		slices.Sort(ids)
+		slices.Sort(want)
+		return w.Assert(len(want) > 0 && slices.Equal(ids, want), "the host lists operations %v for the execution; its proposals named %v", ids, want)
+	})
+
 	c.Then(`^the ledger received exactly one transfer$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.expectMessages(ctx, s.ledger, "ledger", 1)
