@@ -62,13 +62,6 @@ func notRetryable(ctx context.Context) error {
 	return w.ExpectField("error.retryable", "false")
 }
 
-func (s *state) count(d *destination) int {
-	if d == nil {
-		return 0
-	}
-	return d.fake.Count()
-}
-
 // effects reads what a fake destination the suite runs received: an
 // observation of what the host did.
 func effects(w *steps.World, d *destination) []fakemail.Effect {
