@@ -164,6 +164,22 @@ Feature: Operation contracts and authority grants
     And the agent proposes sending the draft
     Then the response status is 201
 
+  @req:agl.authority.deployment-policy-intersected @profile:agl-core
+  Scenario Outline: Deployment policy holds for every recipient, whichever field names it
+    Given the host's deployment policy allows recipients only in "example.com"
+    And the principal drafts an email to "<to>" copying "<cc>"
+    When the agent proposes sending the draft
+    Then the action is refused with status 403, code "deployment_restricted" and category "authorization_denied"
+    When the principal drafts an email to "bob@example.com" copying "carol@EXAMPLE.com"
+    And the agent proposes sending the draft
+    Then the response status is 201
+
+    Examples:
+      | to                                  | cc                                      |
+      | bob@example.com, eve@elsewhere.test |                                         |
+      | bob@example.com                     | eve@elsewhere.test                      |
+      | bob@example.com                     | carol@example.com, mallory@Elsewhere.Test |
+
   @req:agl.dispatch.toolset-enforced @profile:agl-core
   Scenario: A registered, granted operation outside the agent's tool set is denied at dispatch
     Given the principal has an approved send of a draft to "bob@example.com"

@@ -504,6 +504,26 @@ func registerRuntime(c *steps.Catalog) {
 		return w.Assert(len(want) > 0 && slices.Equal(ids, want), "the host lists operations %v for the execution; its proposals named %v", ids, want)
 	})
 
+	c.Setup(preDraft, `^the principal drafts an email to "([^"]*)" copying "([^"]*)"$`, func(ctx context.Context, to, cc string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		body := s.draftBody(s.me.principal, s.me.mailbox, csv(to), "See attached.")
+		if list := csv(cc); len(list) > 0 {
+			body["payload"].(map[string]any)["cc"] = list
+		}
+		r, err := s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, body)
+		m, err := got(r, err).want(preDraft, 201)
+		if err != nil {
+			return err
+		}
+		s.draftID, s.latestHandle = str(m, "resource_id"), str(m, "handle")
+		if s.draftID == "" || s.latestHandle == "" {
+			return steps.Precondition(preDraft, steps.Fail("the draft carries no resource_id or handle: %s", r))
+		}
+		return nil
+	})
 	c.Then(`^the ledger received exactly one transfer$`, func(ctx context.Context) error {
 		s := st(ctx)
 		return s.expectMessages(ctx, s.ledger, "ledger", 1)
