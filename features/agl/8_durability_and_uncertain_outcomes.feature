@@ -296,7 +296,7 @@ Feature: Durable operations and uncertain outcomes
     Examples:
       | while it is claimed                                                        | state               | settled                                                                       | effects             |
       | the operator reads the principal's grant                                   | ReconciledCompleted | the operation was settled by sending it again under its key                   | exactly one message |
-      | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation says recovery stopped on "contract_fingerprint_mismatch" | no message          |
+      | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
 
   @req:agl.recovery.no-regeneration @profile:agl-operation-store
   Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id

@@ -472,13 +472,20 @@ func registerRuntime(c *steps.Catalog) {
 		return w.Assert(str(m, "reconciliation.method") == "idempotent_retry" && str(m, "reconciliation.resolution") == "completed",
 			"the operation's reconciliation is %v, want idempotent_retry, completed", m["reconciliation"])
 	})
-	c.Then(`^the audit trail of the operation says recovery stopped on "([^"]*)"$`, func(ctx context.Context, code string) error {
+	c.Then(`^the audit trail of the operation soon says recovery stopped on "([^"]*)"$`, func(ctx context.Context, code string) error {
 		s, w := st(ctx), steps.From(ctx)
-		recs, _, err := s.auditOf(ctx, s.opID)
-		if err != nil {
-			return err
+		// Recovery decides after it declared the operation Unknown: give
+		// it the same 8 s.
+		var stops []map[string]any
+		for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			recs, _, err := s.auditOf(ctx, s.opID)
+			if err != nil {
+				return err
+			}
+			if stops = events(recs, "recovery_stopped"); len(stops) > 0 || time.Now().After(deadline) {
+				break
+			}
 		}
-		stops := events(recs, "recovery_stopped")
 		return w.Assert(len(stops) >= 1 && str(stops[0], "denial_code") == code, "the operation's recovery_stopped records are %v, want one naming %s", stops, code)
 	})
 	c.Then(`^the host lists exactly the operations the proposals named for the execution$`, func(ctx context.Context) error {
