@@ -1048,7 +1048,7 @@ var aglRuntimeRules = []Rule{
 		Variant: "off-by-one",
 		Broken:  "counts the first attempt against the budget twice: it makes one attempt fewer than the contract allows",
 		Intercept: aglRewriteContract(func(sc map[string]any) {
-			if n, _ := sc["max_attempts"].(json.Number).Int64(); n > 1 {
+			if n := aglInt(sc["max_attempts"]); n > 1 {
 				sc["max_attempts"] = n - 1
 			}
 		}),
@@ -1135,7 +1135,7 @@ var aglRuntimeRules = []Rule{
 				d := aglDoc(r.Body)
 				if n := aglCount(&aglSeen.refunds, aglStr(d, "execution_id"), 0); n > 0 {
 					if u, _ := d["used"].(map[string]any); u != nil {
-						used, _ := u["tool_calls"].(json.Number).Int64()
+						used := aglInt(u["tool_calls"])
 						u["tool_calls"] = used - int64(n)
 						r.SetJSON(d)
 					}
@@ -1558,6 +1558,13 @@ func aglCheckThenAct(shared bool) func(x *Exchange, r *Response) {
 			aglDispatchAnyway("permit_consumed")(x, r)
 		}
 	}
+}
+
+// aglInt reads a JSON integer; anything else reads as 0.
+func aglInt(v any) int64 {
+	n, _ := v.(json.Number)
+	i, _ := n.Int64()
+	return i
 }
 
 func aglLookup(v any, path ...string) any {

@@ -175,9 +175,9 @@ Feature: Operation contracts and authority grants
     Then the response status is 201
 
     Examples:
-      | to                                  | cc                                      |
-      | bob@example.com, eve@elsewhere.test |                                         |
-      | bob@example.com                     | eve@elsewhere.test                      |
+      | to                                  | cc                                        |
+      | bob@example.com, eve@elsewhere.test |                                           |
+      | bob@example.com                     | eve@elsewhere.test                        |
       | bob@example.com                     | carol@example.com, mallory@Elsewhere.Test |
 
   @req:agl.dispatch.toolset-enforced @profile:agl-core

@@ -107,9 +107,9 @@ Feature: Exact-action approval permits
     Then the dispatch completed
 
     Examples:
-      | by whom                                           | member       |
-      | by the helper's agent under the delegated grant   | principal    |
-      | in another execution of the principal             | execution_id |
+      | by whom                                         | member       |
+      | by the helper's agent under the delegated grant | principal    |
+      | in another execution of the principal           | execution_id |
 
   @req:agl.approval.policy-change-voids @profile:agl-core
   Scenario Outline: A permit issued before a policy change does not dispatch under the new policy
@@ -125,9 +125,9 @@ Feature: Exact-action approval permits
     And the destination received exactly one message
 
     Examples:
-      | domains                   | code                        | category             |
-      | example.org               | deployment_restricted       | authorization_denied |
-      | example.com, example.net  | policy_fingerprint_mismatch | proposal_mismatch    |
+      | domains                  | code                        | category             |
+      | example.org              | deployment_restricted       | authorization_denied |
+      | example.com, example.net | policy_fingerprint_mismatch | proposal_mismatch    |
 
   @req:agl.approval.defaults-materialized @profile:agl-core
   Scenario: The approver is shown every default as an explicit value

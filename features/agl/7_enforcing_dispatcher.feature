@@ -90,9 +90,9 @@ Feature: The enforcing dispatcher
     And the <destination> received exactly one message naming the operation, the principal's grant and the permit
 
     Examples:
-      | action                                               | kind     | destination |
-      | send of a draft to "bob@example.com"                 | send     | destination |
-      | transfer of 1500 to "DE89370400440532013000"         | transfer | ledger      |
+      | action                                       | kind     | destination |
+      | send of a draft to "bob@example.com"         | send     | destination |
+      | transfer of 1500 to "DE89370400440532013000" | transfer | ledger      |
 
   @req:agl.dispatch.handler-context @profile:agl-core
   Scenario: A handler acting under a delegated grant names that grant

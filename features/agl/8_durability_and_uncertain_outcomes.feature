@@ -146,10 +146,10 @@ Feature: Durable operations and uncertain outcomes
     And the host lists exactly those operations for the execution
 
     Examples:
-      | n | calls                                            | destination |
-      | 2 | transfers of 200 to "DE89370400440532013000"     | ledger      |
-      | 3 | transfers of 200 to "DE89370400440532013000"     | ledger      |
-      | 2 | sends of a draft to "bob@example.com"            | destination |
+      | n | calls                                        | destination |
+      | 2 | transfers of 200 to "DE89370400440532013000" | ledger      |
+      | 3 | transfers of 200 to "DE89370400440532013000" | ledger      |
+      | 2 | sends of a draft to "bob@example.com"        | destination |
 
   @req:agl.retry.authority-rechecked @profile:agl-operation-store
   Scenario Outline: A retry checks authority and approval again: revoked between attempts, there is no second attempt
@@ -167,10 +167,10 @@ Feature: Durable operations and uncertain outcomes
     And the destination received exactly one message
 
     Examples:
-      | between the attempts                                | state     | attempts |
-      | the resolver revokes the permit                     | Unknown   | 1        |
+      | between the attempts                                    | state     | attempts |
+      | the resolver revokes the permit                         | Unknown   | 1        |
       | the authorization service revokes the principal's grant | Unknown   | 1        |
-      | the operator reads the principal's grant            | Completed | 2        |
+      | the operator reads the principal's grant                | Completed | 2        |
 
   @req:agl.retry.attempt-budget @profile:agl-operation-store
   Scenario Outline: The attempt budget ends the retries
@@ -270,11 +270,11 @@ Feature: Durable operations and uncertain outcomes
     And the destination has been asked nothing since
 
     Examples:
-      | fault                                        | state          | restart                        | code                 | category             |
-      | accept the next message                      | Completed      | crashes and is started again   | permit_consumed      | permit_claimed       |
-      | accept the next message                      | Completed      | is restarted                   | permit_consumed      | permit_claimed       |
-      | reject the next message before any effect    | FailedNoEffect | crashes and is started again   | permit_consumed      | permit_claimed       |
-      | fail after taking effect on the next message | Unknown        | crashes and is started again   | uncertain_completion | uncertain_completion |
+      | fault                                        | state          | restart                      | code                 | category             |
+      | accept the next message                      | Completed      | crashes and is started again | permit_consumed      | permit_claimed       |
+      | accept the next message                      | Completed      | is restarted                 | permit_consumed      | permit_claimed       |
+      | reject the next message before any effect    | FailedNoEffect | crashes and is started again | permit_consumed      | permit_claimed       |
+      | fail after taking effect on the next message | Unknown        | crashes and is started again | uncertain_completion | uncertain_completion |
 
   @req:agl.recovery.fingerprints-checked @profile:agl-operation-store
   Scenario Outline: Recovery resumes an interrupted send only under the contract it was approved with
@@ -294,8 +294,8 @@ Feature: Durable operations and uncertain outcomes
     And the destination received <effects>
 
     Examples:
-      | while it is claimed                                                        | state               | settled                                                                       | effects             |
-      | the operator reads the principal's grant                                   | ReconciledCompleted | the operation was settled by sending it again under its key                   | exactly one message |
+      | while it is claimed                                                                | state               | settled                                                                                        | effects             |
+      | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
       | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
 
   @req:agl.recovery.no-regeneration @profile:agl-operation-store

@@ -152,7 +152,7 @@ func registerAdmission(c *steps.Catalog) {
 			if err != nil {
 				return false, err
 			}
-			n, _ := m["waiting"].(json.Number).Int64()
+			n := intOf(m["waiting"])
 			return n >= 1, nil
 		})
 	})
@@ -171,7 +171,7 @@ func registerAdmission(c *steps.Catalog) {
 			list, _ := m["faults"].([]any)
 			for _, e := range list {
 				f, _ := e.(map[string]any)
-				if n, _ := f["fired"].(json.Number).Int64(); str(f, "boundary") == boundary && n > 0 {
+				if n := intOf(f["fired"]); str(f, "boundary") == boundary && n > 0 {
 					return true, nil
 				}
 			}
@@ -524,4 +524,11 @@ func registerAdmission(c *steps.Catalog) {
 		}
 		return w.ExpectField("phase", when+"_claim")
 	})
+}
+
+// intOf reads an integer the host sent; anything else reads as 0.
+func intOf(v any) int64 {
+	n, _ := v.(json.Number)
+	i, _ := n.Int64()
+	return i
 }
