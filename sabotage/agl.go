@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -139,10 +142,15 @@ func aglRewriteAgent(edit func(a map[string]any)) func(x *Exchange) *Response {
 
 var aglSeen struct {
 	sync.Mutex
-	permitTokens []string
-	retried      map[string]bool
-	edited       map[string]bool // handles of edited draft revisions
-	revokedOps   map[string]bool // operations whose permit was revoked
+	permitTokens    []string
+	retried         map[string]bool
+	edited          map[string]bool // handles of edited draft revisions
+	revokedOps      map[string]bool // operations whose permit was revoked
+	revokedSubjects map[string]bool // principals whose own grant was revoked
+	proposedOwners  map[string]bool // principals who proposed sending a draft
+	leaked          map[string]int  // capacity slots a host kept, by host
+	refunds         map[string]int  // unsuccessful operations refunded, by execution
+	swept           map[string]int  // retention sweeps run, by host
 }
 
 // aglRemember and aglRemembered keep facts a rule learns from one exchange
@@ -271,10 +279,14 @@ var aglRules = []Rule{
 		Response: aglAccept(func(x *Exchange) bool { return strings.HasSuffix(x.Path, "/delegations") }, 201, "delegation_widens"),
 	},
 	{
-		ID:     "agl.authority.revocation-stops-dispatch",
-		Broken: "keeps dispatching under a revoked grant (and its delegations)",
-		Response: aglChain(aglDispatchAnyway("grant_revoked"),
-			aglAccept(aglPropose, 201, "grant_revoked")),
+		ID:       "agl.authority.revocation-stops-dispatch",
+		Broken:   "keeps dispatching under a grant that was itself revoked",
+		Response: aglRevocation(true),
+	},
+	{
+		ID:       "agl.authority.revocation-cascades",
+		Broken:   "revokes only the grant named: grants delegated from it keep proposing and dispatching",
+		Response: aglRevocation(false),
 	},
 	{
 		ID:     "agl.authority.deployment-policy-intersected",
@@ -847,6 +859,712 @@ var aglRules = []Rule{
 			return true
 		}),
 	},
+}
+
+// aglRevocation lets through actions refused as grant_revoked: those of the
+// principal whose own grant was revoked (own) or those of anyone else, who
+// acts under a grant delegated from it (!own). Revoked subjects are learnt
+// from the revocations the proxy forwards; principals are random per
+// scenario.
+func aglRevocation(own bool) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if x.Method == http.MethodPost && strings.HasPrefix(x.Path, aglAPI+"/grants/") && strings.HasSuffix(x.Path, "/revoke") && r.Status == http.StatusOK {
+			aglRemember(&aglSeen.revokedSubjects, aglStr(aglDoc(r.Body), "subject"))
+			return
+		}
+		if r.Status < 400 || aglCode(r) != "grant_revoked" || !(aglPropose(x) || aglDispatch(x)) {
+			return
+		}
+		if aglRemembered(&aglSeen.revokedSubjects, aglStr(aglDoc(x.Body), "principal")) != own {
+			return
+		}
+		if aglDispatch(x) {
+			aglDispatchAnyway("grant_revoked")(x, r)
+			return
+		}
+		aglAccept(aglPropose, 201, "grant_revoked")(x, r)
+	}
+}
+
+func init() { aglRules = append(aglRules, aglRuntimeRules...) }
+
+// aglRuntimeRules break the requirements of the rest of the runtime
+// (sections 5 to 12): timeouts, the legacy entry point, handler context,
+// party binding, audit storage, retries, admission and scopes,
+// cancellation, parallel map and race, retention and recovery.
+var aglRuntimeRules = []Rule{
+	{
+		ID:     "agl.durability.timeout-is-unknown",
+		Broken: "classifies a destination that timed out as no effect",
+		Response: aglRewriteOperation(func(_ *Exchange, op map[string]any) bool {
+			if op["state"] == "Unknown" && strings.Contains(aglOutcomeReason(op), "timed out") {
+				op["state"], op["awaiting_reconciliation"] = "FailedNoEffect", false
+				return true
+			}
+			return false
+		}),
+	},
+	{
+		ID:     "agl.dispatch.no-legacy-entry-point",
+		Broken: "runs a protected handler called through the legacy entry point, without grant or permit",
+		Intercept: func(x *Exchange) *Response {
+			if !aglIs(x, http.MethodPost, "/legacy/invoke") {
+				return nil
+			}
+			b := aglDoc(x.Body)
+			tool := aglStr(b, "tool")
+			op := map[string]string{"mail.send_email": "mail.send_email", "email.send/v1": "mail.send_email",
+				"ledger.transfer": "ledger.transfer", "webhook.post/v1": "ledger.transfer"}[tool]
+			if op == "" {
+				return nil
+			}
+			raw, _ := json.Marshal(map[string]any{"operation": op, "arguments": b["arguments"]})
+			aglEffect(&Exchange{Body: raw, Config: x.Config})
+			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+			r.SetJSON(map[string]any{"tool": tool, "result": map[string]any{"sent": true}})
+			return r
+		},
+	},
+	{
+		ID:     "agl.dispatch.handler-context",
+		Broken: "calls its handlers the legacy way: the message carries the arguments but no grant, permit or execution context",
+		Config: aglProxyDestinations(func(m map[string]any, _ http.Header) { delete(m, "context") }),
+	},
+	{
+		ID:      "agl.dispatch.handler-context",
+		Variant: "grant-of-proposal",
+		Broken:  "hands the handler the principal's root grant, whatever grant the dispatch ran under, and numbers no attempts",
+		Config: aglProxyDestinations(func(m map[string]any, _ http.Header) {
+			if c, _ := m["context"].(map[string]any); c != nil {
+				c["grant_id"], c["attempt"] = "grant_root_of_"+aglStr(c, "principal"), 1
+			}
+		}),
+	},
+	{
+		ID:     "agl.durability.distinct-operation-ids",
+		Broken: "identifies a tool call by its parent execution: every call of one execution is sent as the same operation",
+		Config: aglProxyDestinations(func(m map[string]any, h http.Header) {
+			exec := aglStr(m, "context", "execution_id")
+			if exec == "" {
+				return
+			}
+			m["operation_id"] = exec
+			h.Set("Idempotency-Key", exec)
+			h.Set("X-AGL-Operation-Id", exec)
+		}),
+	},
+	{
+		ID:     "agl.approval.binds-parties",
+		Broken: "compares only the arguments and the destination with the approved snapshot: any principal or execution may spend a permit",
+		Response: func(x *Exchange, r *Response) {
+			if !aglDispatch(x) || aglCode(r) != "proposal_mismatch" {
+				return
+			}
+			differs, _ := aglLookup(aglDoc(r.Body), "error", "detail", "differs").([]any)
+			for _, d := range differs {
+				if d == "principal" || d == "execution_id" {
+					aglDispatchAnyway("proposal_mismatch")(x, r)
+					return
+				}
+			}
+		},
+	},
+	{
+		ID:       "agl.approval.policy-change-voids",
+		Broken:   "honours a permit under whatever deployment policy was in force when it was approved",
+		Response: aglDispatchAnyway("policy_fingerprint_mismatch", "deployment_restricted"),
+	},
+	{
+		ID:     "agl.audit.snapshot-by-reference",
+		Broken: "copies each action's snapshot arguments into its audit records",
+		Response: aglRewriteAudit(func(rec map[string]any, snapshot map[string]any) {
+			rec["snapshot"] = snapshot["arguments"]
+		}),
+	},
+	{
+		ID:     "agl.audit.keyed-field-digests",
+		Broken: "keeps plain SHA-256 digests of the argument values in its audit trail, for searching",
+		Response: aglRewriteAudit(func(rec map[string]any, snapshot map[string]any) {
+			if rec["event"] != "claimed" {
+				return
+			}
+			fd := map[string]any{}
+			var walk func(v any, path string)
+			walk = func(v any, path string) {
+				switch t := v.(type) {
+				case map[string]any:
+					for k, e := range t {
+						walk(e, path+"/"+k)
+					}
+				case []any:
+					for i, e := range t {
+						walk(e, path+"/"+strconv.Itoa(i))
+					}
+				case string:
+					sum := sha256.Sum256([]byte(t))
+					fd[path] = "sha256:" + hex.EncodeToString(sum[:])
+				case json.Number:
+					sum := sha256.Sum256([]byte(t.String()))
+					fd[path] = "sha256:" + hex.EncodeToString(sum[:])
+				}
+			}
+			walk(snapshot["arguments"], "/arguments")
+			rec["field_digests"] = fd
+		}),
+	},
+	{
+		ID:     "agl.retry.authority-rechecked",
+		Broken: "retries an uncertain send without looking at its grant or permit again: a revocation between attempts does not stop the next attempt",
+		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
+			reason := aglOutcomeReason(op)
+			if op["state"] != "Unknown" || !(strings.Contains(reason, "no retry: permit_revoked") || strings.Contains(reason, "no retry: grant_revoked")) {
+				return false
+			}
+			// The attempt the broken host would have made, with the same key.
+			aglResend(x, op)
+			op["state"], op["awaiting_reconciliation"], op["attempt"] = "Completed", false, json.Number("2")
+			return true
+		}),
+	},
+	{
+		ID:      "agl.retry.authority-rechecked",
+		Variant: "never-retries",
+		Broken:  "never retries a deduplicated operation at all, so that stopping after a revocation shows no re-check",
+		Config: func(c map[string]map[string]any) {
+			if e, _ := c["agl"]["email"].(map[string]any); e != nil {
+				e["honours_idempotency_key"] = false
+			}
+		},
+	},
+	{
+		ID:     "agl.retry.attempt-budget",
+		Broken: "ignores the contract's attempt budget and retries until the destination answers",
+		Intercept: aglRewriteContract(func(sc map[string]any) {
+			sc["max_attempts"] = 10
+		}),
+	},
+	{
+		ID:      "agl.retry.attempt-budget",
+		Variant: "off-by-one",
+		Broken:  "counts the first attempt against the budget twice: it makes one attempt fewer than the contract allows",
+		Intercept: aglRewriteContract(func(sc map[string]any) {
+			if n := aglInt(sc["max_attempts"]); n > 1 {
+				sc["max_attempts"] = n - 1
+			}
+		}),
+	},
+	{
+		ID:     "agl.retry.selector-honoured",
+		Broken: "reads the retry selector backwards: it retries every failure the selector does not name, and none it does",
+		Intercept: aglRewriteContract(func(sc map[string]any) {
+			named, ok := sc["retry_on"].([]any)
+			if !ok {
+				return
+			}
+			var inverse []string
+			for _, k := range []string{"destination_error", "timeout", "connection_lost", "unreadable_receipt"} {
+				found := false
+				for _, n := range named {
+					found = found || n == k
+				}
+				if !found {
+					inverse = append(inverse, k)
+				}
+			}
+			sc["retry_on"] = inverse
+		}),
+	},
+	{
+		ID:     "agl.dispatch.admission-rechecks-authority",
+		Broken: "checks authority before it waits for capacity and not again after: a revocation during the wait does not stop the dispatch",
+		Response: func(x *Exchange, r *Response) {
+			if aglDispatch(x) && aglStep(r) == 6 {
+				aglDispatchAnyway("permit_revoked", "grant_revoked")(x, r)
+			}
+		},
+	},
+	{
+		ID:      "agl.dispatch.admission-rechecks-authority",
+		Variant: "never-waits",
+		Broken:  "never waits for capacity: a dispatch that finds none is refused at once",
+		Config: func(c map[string]map[string]any) {
+			if s := c["agl"]; s != nil {
+				s["admission_wait_ms"] = 1
+			}
+		},
+	},
+	{
+		ID:     "agl.dispatch.capacity-released",
+		Broken: "keeps the capacity slot of a dispatch whose claim failed: enough failed claims and nothing is admitted again",
+		Intercept: func(x *Exchange) *Response {
+			host := aglHostKey(x)
+			leaked := aglCount(&aglSeen.leaked, host, 0)
+			capacity, _ := x.Section("agl")["max_concurrent_dispatches"].(float64) // decoded by encoding/json
+			if capacity == 0 {
+				capacity = 32
+			}
+			if aglDispatch(x) && float64(leaked) >= capacity {
+				d := aglDenial(http.StatusTooManyRequests, "capacity_unavailable", "capacity", 6, nil)
+				d.SetJSON(map[string]any{"error": map[string]any{"code": "capacity_unavailable", "category": "capacity", "step": 6, "message": "no capacity", "retryable": true}})
+				return d
+			}
+			return nil
+		},
+		Response: func(x *Exchange, r *Response) {
+			host := aglHostKey(x)
+			switch {
+			case aglDispatch(x) && aglCode(r) == "persistence_failure" && aglStep(r) == 7:
+				aglCount(&aglSeen.leaked, host, 1)
+			case x.Method == http.MethodGet && x.Path == "/conformance/seams/agl/admission" && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				d["in_use"] = aglCount(&aglSeen.leaked, host, 0)
+				r.SetJSON(d)
+			}
+		},
+	},
+	{
+		ID:     "agl.dispatch.budget-not-refunded",
+		Broken: "refunds the budget of an operation whose result was unsuccessful or uncertain",
+		Response: func(x *Exchange, r *Response) {
+			switch {
+			case aglDispatch(x) && r.Status == http.StatusOK:
+				if st := aglStr(aglDoc(r.Body), "state"); st == "Unknown" || st == "FailedNoEffect" {
+					aglCount(&aglSeen.refunds, aglStr(aglDoc(x.Body), "execution_id"), 1)
+				}
+			case x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/scopes/") && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				if n := aglCount(&aglSeen.refunds, aglStr(d, "execution_id"), 0); n > 0 {
+					if u, _ := d["used"].(map[string]any); u != nil {
+						used := aglInt(u["tool_calls"])
+						u["tool_calls"] = used - int64(n)
+						r.SetJSON(d)
+					}
+				}
+			case aglDispatch(x) && aglCode(r) == "budget_exhausted":
+				if aglCount(&aglSeen.refunds, aglStr(aglDoc(x.Body), "execution_id"), 0) > 0 {
+					aglDispatchAnyway("budget_exhausted")(x, r)
+				}
+			}
+		},
+	},
+	{
+		ID:     "agl.parallel.nested-budgets",
+		Broken: "keeps a budget per scope only: a child may be larger than its parent, and what children spend is not spent in the parent",
+		Response: aglChain(
+			aglAccept(func(x *Exchange) bool { return strings.HasSuffix(x.Path, "/children") }, http.StatusCreated, "budget_exceeds_parent"),
+			func(x *Exchange, r *Response) {
+				if aglDispatch(x) && aglCode(r) == "budget_exhausted" {
+					aglDispatchAnyway("budget_exhausted")(x, r)
+				}
+			}),
+	},
+	{
+		ID:     "agl.parallel.map-single-claim",
+		Broken: "runs every branch of a map as it comes: branches that share a permit each dispatch",
+		Intercept: func(x *Exchange) *Response {
+			if !aglIs(x, http.MethodPost, "/parallel") {
+				return nil
+			}
+			b := aglDoc(x.Body)
+			branches, _ := b["branches"].([]any)
+			seen, shared := map[string]bool{}, false
+			for _, e := range branches {
+				t := aglStr(e.(map[string]any), "permit_token")
+				shared = shared || (t != "" && seen[t])
+				seen[t] = true
+			}
+			if b["mode"] != "map" || !shared {
+				return nil
+			}
+			var results []any
+			for i, e := range branches {
+				br := e.(map[string]any)
+				raw, _ := json.Marshal(map[string]any{"operation": br["operation"], "arguments": br["arguments"]})
+				aglEffect(&Exchange{Body: raw, Config: x.Config})
+				results = append(results, map[string]any{"index": i, "status": 200, "operation": map[string]any{"operation_id": "op_sabotage", "state": "Completed"}})
+			}
+			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+			r.SetJSON(map[string]any{"mode": "map", "results": results})
+			return r
+		},
+	},
+	{
+		ID:      "agl.parallel.map-single-claim",
+		Variant: "refuses-every-map",
+		Broken:  "refuses every map of more than one branch as if its branches shared a permit",
+		Intercept: func(x *Exchange) *Response {
+			if !aglIs(x, http.MethodPost, "/parallel") {
+				return nil
+			}
+			b := aglDoc(x.Body)
+			if branches, _ := b["branches"].([]any); b["mode"] == "map" && len(branches) > 1 {
+				return aglDenial(http.StatusForbidden, "permit_shared_across_branches", "authorization_denied", 0, nil)
+			}
+			return nil
+		},
+	},
+	{
+		ID:     "agl.parallel.race-no-half-claim",
+		Broken: "stops a race's losers without recording how they ended: their operations stay Claimed",
+		Response: func(x *Exchange, r *Response) {
+			if x.Method != http.MethodGet || x.Path != aglAPI+"/operations" || r.Status != http.StatusOK {
+				return
+			}
+			d := aglDoc(r.Body)
+			ops, _ := d["operations"].([]any)
+			for _, e := range ops {
+				op, _ := e.(map[string]any)
+				if aglStr(op, "outcome", "failure") == "cancelled" {
+					op["state"], op["outcome"] = "Claimed", nil
+				}
+			}
+			r.SetJSON(d)
+		},
+	},
+	{
+		ID:     "agl.cancel.before-claim",
+		Broken: "acknowledges a cancellation but lets the dispatch go on",
+		Intercept: func(x *Exchange) *Response {
+			if x.Method != http.MethodPost || !strings.HasSuffix(x.Path, "/cancel") {
+				return nil
+			}
+			id := strings.TrimSuffix(strings.TrimPrefix(x.Path, aglAPI+"/operations/"), "/cancel")
+			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
+			r.SetJSON(map[string]any{"operation_id": id, "cancelled": true, "phase": "before_claim"})
+			return r
+		},
+	},
+	{
+		ID:     "agl.cancel.after-effect-started",
+		Broken: "treats a write cancelled in flight as having had no effect and frees its permit",
+		Response: aglChain(aglRewriteOperation(func(_ *Exchange, op map[string]any) bool {
+			if op["state"] == "Unknown" && aglStr(op, "outcome", "failure") == "cancelled" {
+				op["state"], op["awaiting_reconciliation"] = "FailedNoEffect", false
+				return true
+			}
+			return false
+		}), aglDispatchAnyway("uncertain_completion")),
+	},
+	{
+		ID:       "agl.dispatch.permit.single-claim",
+		Variant:  "check-then-act",
+		Broken:   "checks that the permit is unclaimed and then claims it without a guard: every dispatch that passed the check before another's claim committed goes out too",
+		Response: aglCheckThenAct(false),
+	},
+	{
+		ID:       "agl.dispatch.permit.single-claim-cross-process",
+		Variant:  "check-then-act",
+		Broken:   "guards the claim with a lock of its own process only: a dispatch at the other host that passed the check before the claim committed goes out too",
+		Response: aglCheckThenAct(true),
+	},
+	{
+		ID:      "agl.parallel.revision-cas",
+		Variant: "check-then-act",
+		Broken:  "checks the draft's state before the proposal transaction and updates it without a compare-and-swap: every proposal that saw Draft is accepted",
+		Response: func(x *Exchange, r *Response) {
+			if aglPropose(x) && aglStep(r) == 7 && aglCode(r) == "stale_revision" {
+				aglAccept(aglPropose, http.StatusCreated, "stale_revision")(x, r)
+			}
+		},
+	},
+	{
+		ID:     "agl.retention.consumed-permit-tombstone",
+		Broken: "prunes consumed-permit tombstones older than its retention period: after the sweep an old permit dispatches again",
+		Response: func(x *Exchange, r *Response) {
+			host := aglHostKey(x)
+			switch {
+			case x.Method == http.MethodPost && x.Path == "/conformance/seams/agl/retention" && r.Status == http.StatusOK:
+				aglCount(&aglSeen.swept, host, 1)
+			case aglDispatch(x) && aglCount(&aglSeen.swept, host, 0) > 0:
+				aglDispatchAnyway("permit_consumed", "uncertain_completion")(x, r)
+			}
+		},
+	},
+	{
+		ID:     "agl.retention.pending-intent-kept",
+		Broken: "deletes pending intents older than its retention period, whatever permit could still dispatch them",
+		Intercept: func(x *Exchange) *Response {
+			if aglCount(&aglSeen.swept, aglHostKey(x), 0) == 0 {
+				return nil
+			}
+			switch {
+			case aglGetOperation(x):
+				return aglDenial(http.StatusNotFound, "not_found", "request", 0, nil)
+			case aglDispatch(x) && aglStr(aglDoc(x.Body), "permit_token") != "":
+				return aglDenial(http.StatusForbidden, "unbound_approval", "authorization_denied", 5, nil)
+			}
+			return nil
+		},
+		Response: func(x *Exchange, r *Response) {
+			if x.Method == http.MethodPost && x.Path == "/conformance/seams/agl/retention" && r.Status == http.StatusOK {
+				aglCount(&aglSeen.swept, aglHostKey(x), 1)
+			}
+		},
+	},
+	{
+		ID:     "agl.recovery.completed-not-recontacted",
+		Broken: "replays a dispatch of a finished operation by running its handler again (under the same key) before it answers that the permit was used",
+		Response: func(x *Exchange, r *Response) {
+			if !aglDispatch(x) {
+				return
+			}
+			if c := aglCode(r); c == "permit_consumed" || c == "uncertain_completion" {
+				id, _ := aglLookup(aglDoc(r.Body), "error", "detail", "operation_id").(string)
+				aglResend(x, map[string]any{"operation_id": id})
+			}
+		},
+	},
+	{
+		ID:     "agl.recovery.fingerprints-checked",
+		Broken: "resumes an interrupted deduplicated send on recovery without checking the contract it was approved under",
+		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
+			if op["state"] != "Unknown" || !strings.Contains(aglOutcomeReason(op), "stopped while the operation was claimed") {
+				return false
+			}
+			aglResend(x, op)
+			op["state"], op["awaiting_reconciliation"] = "ReconciledCompleted", false
+			op["reconciliation"] = map[string]any{"method": "idempotent_retry", "resolution": "completed", "at": time.Now().UTC().Format(time.RFC3339)}
+			return true
+		}),
+	},
+	{
+		ID:      "agl.recovery.fingerprints-checked",
+		Variant: "never-resumes",
+		Broken:  "never resumes an interrupted send, even one it could settle safely under its key",
+		Config: func(c map[string]map[string]any) {
+			if e, _ := c["agl"]["email"].(map[string]any); e != nil {
+				e["honours_idempotency_key"] = false
+			}
+		},
+	},
+	{
+		ID:     "agl.recovery.no-regeneration",
+		Broken: "re-creates unfinished actions on restart: an intent runs as a new operation, and an interrupted one is proposed again",
+		Response: func(x *Exchange, r *Response) {
+			switch {
+			case aglDispatch(x) && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				if id := aglStr(d, "operation_id"); id != "" {
+					d["operation_id"] = id + "-regenerated"
+					r.SetJSON(d)
+				}
+			case x.Method == http.MethodGet && x.Path == aglAPI+"/operations" && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				ops, _ := d["operations"].([]any)
+				for _, e := range ops {
+					op, _ := e.(map[string]any)
+					if op["state"] == "Unknown" || op["state"] == "Pending" {
+						again := map[string]any{}
+						for k, v := range op {
+							again[k] = v
+						}
+						again["operation_id"], again["state"] = aglStr(op, "operation_id")+"-regenerated", "Pending"
+						ops = append(ops, again)
+						break
+					}
+				}
+				d["operations"] = ops
+				r.SetJSON(d)
+			}
+		},
+	},
+	{
+		ID:     "agl.protocol.independent-resources",
+		Broken: "keeps one protocol state per principal, not per resource: proposing one draft moves every draft of its owner",
+		Response: func(x *Exchange, r *Response) {
+			switch {
+			case aglPropose(x) && r.Status == http.StatusCreated:
+				aglRemember(&aglSeen.proposedOwners, aglStr(aglDoc(x.Body), "principal"))
+			case aglGetResource(x) && r.Status == http.StatusOK:
+				d := aglDoc(r.Body)
+				if d["state"] == "Draft" && aglRemembered(&aglSeen.proposedOwners, aglStr(d, "owner")) {
+					d["state"] = "Proposed"
+					r.SetJSON(d)
+				}
+			}
+		},
+	},
+}
+
+// aglProxyDestinations returns a configuration rule that puts a mutating
+// proxy between the host and each fake destination the scenario runs: the
+// host is told the proxy's URL, and edit rewrites every message it sends
+// (its JSON body and headers) before the fake sees it, as a host whose
+// handler sent that message would. Lookups pass through untouched. One
+// proxy per destination URL, kept for the life of the process.
+func aglProxyDestinations(edit func(body map[string]any, h http.Header)) func(c map[string]map[string]any) {
+	var mu sync.Mutex
+	proxies := map[string]string{}
+	proxy := func(upstream string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		if u, ok := proxies[upstream]; ok {
+			return u
+		}
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
+			hdr := r.Header.Clone()
+			if r.Method == http.MethodPost && r.URL.Path == "/send" {
+				if m := aglDoc(body); m != nil {
+					edit(m, hdr)
+					body, _ = json.Marshal(m)
+				}
+			}
+			req, err := http.NewRequestWithContext(r.Context(), r.Method, upstream+r.URL.RequestURI(), bytes.NewReader(body))
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+			req.Header = hdr
+			req.Header.Del("Content-Length")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				// The fake hung up or the host gave up: so does the proxy.
+				panic(http.ErrAbortHandler)
+			}
+			defer resp.Body.Close()
+			for k, vs := range resp.Header {
+				w.Header()[k] = vs
+			}
+			w.WriteHeader(resp.StatusCode)
+			_, _ = io.Copy(w, resp.Body)
+		})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return upstream
+		}
+		go func() { _ = (&http.Server{Handler: h}).Serve(ln) }()
+		u := "http://" + ln.Addr().String()
+		proxies[upstream] = u
+		return u
+	}
+	return func(c map[string]map[string]any) {
+		s := c["agl"]
+		for _, which := range []string{"email", "webhook"} {
+			if d, _ := s[which].(map[string]any); d != nil {
+				if u, _ := d["url"].(string); u != "" {
+					d["url"] = proxy(u)
+				}
+			}
+		}
+	}
+}
+
+// aglRewriteAudit edits every audit record that names a proposal, handing
+// edit the proposal's snapshot as the host holds it (read from the host
+// behind the proxy, as a host that copied it would have it).
+func aglRewriteAudit(edit func(rec, snapshot map[string]any)) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if !aglIs(x, http.MethodGet, "/audit") || r.Status != http.StatusOK {
+			return
+		}
+		d := aglDoc(r.Body)
+		recs, _ := d["records"].([]any)
+		snaps := map[string]map[string]any{}
+		for _, e := range recs {
+			rec, _ := e.(map[string]any)
+			id := aglStr(rec, "proposal_id")
+			if id == "" {
+				continue
+			}
+			if _, ok := snaps[id]; !ok {
+				snaps[id] = nil
+				if resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(x.Upstream + aglAPI + "/proposals/" + id); err == nil {
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					snap, _ := aglDoc(b)["snapshot"].(map[string]any)
+					snaps[id] = snap
+				}
+			}
+			if snaps[id] != nil {
+				edit(rec, snaps[id])
+			}
+		}
+		r.SetJSON(d)
+	}
+}
+
+// aglRewriteContract edits the scheduling contract of every contract the
+// operator registers, on its way to the host.
+func aglRewriteContract(edit func(sc map[string]any)) func(x *Exchange) *Response {
+	return func(x *Exchange) *Response {
+		if !aglIs(x, http.MethodPost, "/contracts") {
+			return nil
+		}
+		c := aglDoc(x.Body)
+		if sc, _ := c["scheduling_contract"].(map[string]any); sc != nil {
+			edit(sc)
+			x.Body, _ = json.Marshal(c)
+		}
+		return nil
+	}
+}
+
+// aglResend sends again, at the scenario's email destination, the message
+// of an operation the host ran, with its key: the attempt a host that
+// retried would have made.
+func aglResend(x *Exchange, op map[string]any) {
+	dest, _ := x.Section("agl")["email"].(map[string]any)
+	u, _ := dest["url"].(string)
+	id := aglStr(op, "operation_id")
+	if u == "" || id == "" {
+		return
+	}
+	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(u, "/")+"/send", strings.NewReader(`{"operation_id":"`+id+`"}`))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", id)
+	req.Header.Set("X-AGL-Operation-Id", id)
+	if resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
+// aglHostKey tells apart the hosts of concurrent scenarios: each has its
+// own operator key.
+func aglHostKey(x *Exchange) string {
+	keys, _ := x.Section("agl")["keys"].(map[string]any)
+	k, _ := keys["operator_key"].(string)
+	return k
+}
+
+// aglCount adds delta to a counter kept for key and returns its value.
+func aglCount(m *map[string]int, key string, delta int) int {
+	aglSeen.Lock()
+	defer aglSeen.Unlock()
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[key] += delta
+	return (*m)[key]
+}
+
+// aglCheckThenAct emulates a host whose claim has no atomic guard: a
+// dispatch refused inside the claim transaction (step 7) had passed the
+// step 4 and 5 checks while the permit was still unclaimed, which is exactly
+// the window in which such a host lets it through. Dispatches refused at
+// step 4 or 5 came after the claim and are refused by that host too. So the
+// emulation fails a scenario only when the contenders really overlapped:
+// what the barrier seam guarantees. shared limits it to hosts on a shared
+// store.
+func aglCheckThenAct(shared bool) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if _, ok := x.Section("agl")["database_path"]; shared && !ok {
+			return
+		}
+		if aglDispatch(x) && aglStep(r) == 7 && aglCode(r) == "permit_consumed" {
+			aglDispatchAnyway("permit_consumed")(x, r)
+		}
+	}
+}
+
+// aglInt reads a JSON integer; anything else reads as 0.
+func aglInt(v any) int64 {
+	n, _ := v.(json.Number)
+	i, _ := n.Int64()
+	return i
 }
 
 func aglLookup(v any, path ...string) any {

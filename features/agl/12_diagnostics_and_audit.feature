@@ -58,3 +58,37 @@ Feature: Runtime denials and the audit trail
     And the resolver revokes the permit
     Then the whole audit trail contains neither the grant tokens, the permit token, the role keys, nor their SHA-256 digests
     And the audit trail names the permit and the grant by their public ids
+
+  @req:agl.audit.snapshot-by-reference @profile:agl-core
+  Scenario Outline: The audit trail keeps an action's payload by reference
+    Given the principal has an approved <action>
+    When the agent dispatches the approved <kind>
+    Then the audit trail of the operation names its snapshot by the proposal digest, and that proposal holds the arguments
+    And no audit record of the operation holds the recipient, amount, subject or body inline
+
+    Examples:
+      | action                                       | kind     |
+      | transfer of 1500 to "DE89370400440532013000" | transfer |
+      | send of a draft to "bob@example.com"         | send     |
+
+  @req:agl.audit.snapshot-by-reference @profile:agl-core
+  Scenario: An uncertain, reconciled operation keeps its payload by reference too
+    Given the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    And the operator reconciles the operation by asking the destination
+    Then the audit trail of the operation names its snapshot by the proposal digest, and that proposal holds the arguments
+    And no audit record of the operation holds the recipient, amount, subject or body inline
+
+  @req:agl.audit.keyed-field-digests @profile:agl-core
+  Scenario Outline: No unkeyed digest of a recipient or an amount reaches the audit trail
+    Given the principal has an approved <action>
+    When the agent dispatches the approved <kind>
+    Then the audit trail of the operation names its snapshot by the proposal digest, and that proposal holds the arguments
+    And the audit trail holds no unkeyed digest of the recipient, amount, subject or body
+
+    Examples:
+      | action                                       | kind     |
+      | transfer of 1500 to "DE89370400440532013000" | transfer |
+      | transfer of 7 to "GB33BUKB20201555555555"    | transfer |
+      | send of a draft to "bob@example.com"         | send     |

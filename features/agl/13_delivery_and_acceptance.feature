@@ -18,6 +18,7 @@ Feature: Cross-process claims on one operation store
   Scenario: Contended dispatches of one permit at two hosts yield one claim and one effect
     Given the two hosts are distinct instances on one operation store
     When the principal has an approved send of a draft to "bob@example.com"
+    And the hosts hold the next 8 claimers until all have arrived
     And the agent dispatches the approved send at both hosts at once, 4 times each
     Then exactly one dispatch completed and every other was refused as a claimed permit
     And the destination received exactly one message

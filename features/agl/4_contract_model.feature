@@ -136,12 +136,23 @@ Feature: Operation contracts and authority grants
     And the destination received no message
     And the permit is not consumed
 
-  @req:agl.authority.revocation-stops-dispatch @profile:agl-core
+  @req:agl.authority.revocation-cascades @profile:agl-core
   Scenario: Revoking a grant stops the grants delegated from it
     Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
     When the authorization service revokes the principal's grant
     And the helper's agent proposes a transfer of 200 to "DE89370400440532013000" under the delegated grant
     Then the action is refused with status 403, code "grant_revoked" and category "authorization_denied"
+
+  @req:agl.authority.revocation-cascades @profile:agl-core
+  Scenario: Revoking a grant stops an approved dispatch under a grant delegated from it
+    Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
+    And the helper's agent proposes a transfer of 200 to "DE89370400440532013000" under the delegated grant
+    And approval of the proposal is requested
+    And the resolver grants the approval
+    When the authorization service revokes the principal's grant
+    And the helper's agent dispatches the approved transfer under the delegated grant
+    Then the action is refused with status 403, code "grant_revoked" and category "authorization_denied"
+    And the ledger received no transfer
 
   @req:agl.authority.deployment-policy-intersected @profile:agl-core
   Scenario: Deployment policy narrows what a grant covers
@@ -152,6 +163,22 @@ Feature: Operation contracts and authority grants
     When the principal drafts an email to "bob@example.com"
     And the agent proposes sending the draft
     Then the response status is 201
+
+  @req:agl.authority.deployment-policy-intersected @profile:agl-core
+  Scenario Outline: Deployment policy holds for every recipient, whichever field names it
+    Given the host's deployment policy allows recipients only in "example.com"
+    And the principal drafts an email to "<to>" copying "<cc>"
+    When the agent proposes sending the draft
+    Then the action is refused with status 403, code "deployment_restricted" and category "authorization_denied"
+    When the principal drafts an email to "bob@example.com" copying "carol@EXAMPLE.com"
+    And the agent proposes sending the draft
+    Then the response status is 201
+
+    Examples:
+      | to                                  | cc                                        |
+      | bob@example.com, eve@elsewhere.test |                                           |
+      | bob@example.com                     | eve@elsewhere.test                        |
+      | bob@example.com                     | carol@example.com, mallory@Elsewhere.Test |
 
   @req:agl.dispatch.toolset-enforced @profile:agl-core
   Scenario: A registered, granted operation outside the agent's tool set is denied at dispatch

@@ -101,6 +101,24 @@ Feature: Resource protocols and handles
     Then the dispatch completed
     And the destination received exactly one message, with the edited body
 
+  @req:agl.protocol.independent-resources @profile:agl-core
+  Scenario Outline: Two drafts in one workflow keep independent protocol states
+    Given the principal drafts two emails, "first" and "second"
+    When the agent proposes sending the "<moved>" draft
+    Then the "<moved>" draft is "Proposed" and the "<other>" draft is "Draft"
+    When approval of the proposal is requested
+    And the resolver grants the approval
+    Then the "<moved>" draft is "Authorized" and the "<other>" draft is "Draft"
+    When the agent dispatches the approved send
+    Then the "<moved>" draft is "Sent" and the "<other>" draft is "Draft"
+    When the principal edits the "<other>" draft
+    Then the "<moved>" draft is "Sent" and the "<other>" draft is "Draft" at revision 2
+
+    Examples:
+      | moved  | other  |
+      | first  | second |
+      | second | first  |
+
   @req:agl.protocol.handle-trusted-lookup @profile:agl-core
   Scenario Outline: Only a handle the host issued to the principal stands for a draft
     Given the principal drafts an email to "bob@example.com"

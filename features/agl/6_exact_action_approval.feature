@@ -94,6 +94,41 @@ Feature: Exact-action approval permits
     And the refusal names "deployment" as the member that differs
     And neither destination received a message
 
+  @req:agl.approval.binds-parties @profile:agl-core
+  Scenario Outline: A permit does not serve another principal or another execution
+    Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
+    And the principal has an approved transfer of 200 to "DE89370400440532013000"
+    When the approved transfer is dispatched with its permit <by whom>
+    Then the action is refused with status 403, code "proposal_mismatch" and category "proposal_mismatch"
+    And the refusal names "<member>" as the member that differs
+    And the ledger received no transfer
+    And the permit is not consumed
+    When the agent dispatches the approved transfer unchanged
+    Then the dispatch completed
+
+    Examples:
+      | by whom                                         | member       |
+      | by the helper's agent under the delegated grant | principal    |
+      | in another execution of the principal           | execution_id |
+
+  @req:agl.approval.policy-change-voids @profile:agl-core
+  Scenario Outline: A permit issued before a policy change does not dispatch under the new policy
+    Given the host's deployment policy allows recipients only in "example.com"
+    And a second AGL host shares the first host's operation store but its deployment policy allows recipients only in "<domains>"
+    And the principal has an approved send of a draft to "bob@example.com"
+    When the agent dispatches the approved send at the second host
+    Then the action is refused with status 403, code "<code>" and category "<category>"
+    And the destination received no message
+    And the permit is not consumed
+    When the agent dispatches the approved send
+    Then the dispatch completed
+    And the destination received exactly one message
+
+    Examples:
+      | domains                  | code                        | category             |
+      | example.org              | deployment_restricted       | authorization_denied |
+      | example.com, example.net | policy_fingerprint_mismatch | proposal_mismatch    |
+
   @req:agl.approval.defaults-materialized @profile:agl-core
   Scenario: The approver is shown every default as an explicit value
     Given the principal drafts an email to "bob@example.com" without cc or priority
@@ -171,7 +206,9 @@ Feature: Exact-action approval permits
 
   @req:agl.dispatch.permit.single-claim @profile:agl-core
   Scenario: Of many concurrent dispatches of one permit exactly one proceeds
-    Given the principal has an approved send of a draft to "bob@example.com"
+    Given the AGL test seams are enabled
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host holds the next 8 claimers until all have arrived
     When the agent dispatches the approved send 8 times at once
     Then exactly one dispatch completed and every other was refused as a claimed permit
     And the destination received exactly one message

@@ -82,6 +82,26 @@ Feature: Durable operations and uncertain outcomes
       | answer unreadable JSON after taking effect on the next message |
       | fail after taking effect on the next message                   |
 
+  @req:agl.durability.timeout-is-unknown @profile:agl-operation-store
+  Scenario Outline: A destination that hangs past the handler's deadline leaves the operation Unknown, never no effect
+    Given an AGL host with a fake email destination the suite counts
+    And the host gives a handler 600 ms to answer
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <hang> on the next message
+    When the agent dispatches the approved send
+    Then the response status is 200
+    And the operation is "Unknown" and awaits reconciliation
+    And the draft is "Unknown"
+    And the destination received <effects>
+    When the operator reconciles the operation by asking the destination
+    Then the operation is "<reconciled>"
+    And the draft is "<draft>"
+
+    Examples:
+      | hang                       | effects             | reconciled          | draft          |
+      | hang after taking effect   | exactly one message | ReconciledCompleted | Sent           |
+      | hang without taking effect | no message          | ReconciledNoEffect  | FailedNoEffect |
+
   @req:agl.durability.no-blind-retry @profile:agl-operation-store
   Scenario: An uncertain write to a destination that does not deduplicate is not retried
     Given an AGL host with a fake email destination the suite counts
@@ -107,6 +127,212 @@ Feature: Durable operations and uncertain outcomes
     And the operation made 2 attempts
     And the destination received exactly one message, keyed by the operation id
     And the destination was sent the message 2 times, every time with the operation id as idempotency key
+
+  @req:agl.dispatch.handler-context @profile:agl-core
+  Scenario: Every attempt of a retried operation carries the same identity and context
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    Then the dispatch completed
+    And every send the destination was asked for names the operation, the principal's grant and the permit, with attempts counting up from 1
+
+  @req:agl.durability.distinct-operation-ids @profile:agl-operation-store
+  Scenario Outline: Several tool calls in one execution are distinct operations, identical arguments or not
+    Given an AGL host with a fake email destination the suite counts
+    When the agent makes <n> approved <calls> in the one execution, one after another
+    Then the <destination> received <n> messages, each with the operation id its dispatch answered, no two alike
+    And the host lists exactly those operations for the execution
+
+    Examples:
+      | n | calls                                        | destination |
+      | 2 | transfers of 200 to "DE89370400440532013000" | ledger      |
+      | 3 | transfers of 200 to "DE89370400440532013000" | ledger      |
+      | 2 | sends of a draft to "bob@example.com"        | destination |
+
+  @req:agl.retry.authority-rechecked @profile:agl-operation-store
+  Scenario Outline: A retry checks authority and approval again: revoked between attempts, there is no second attempt
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts, 1500 ms apart
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent starts dispatching the approved send
+    And the first attempt has reached the destination
+    And <between the attempts>
+    And the dispatch finishes
+    Then the operation is "<state>"
+    And the operation made <attempts> attempts
+    And the destination was sent the message <attempts> times, every time with the operation id as idempotency key
+    And the destination received exactly one message
+
+    Examples:
+      | between the attempts                                    | state     | attempts |
+      | the resolver revokes the permit                         | Unknown   | 1        |
+      | the authorization service revokes the principal's grant | Unknown   | 1        |
+      | the operator reads the principal's grant                | Completed | 2        |
+
+  @req:agl.retry.attempt-budget @profile:agl-operation-store
+  Scenario Outline: The attempt budget ends the retries
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to <max> attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next <failures> messages
+    When the agent dispatches the approved send
+    Then the operation is "<state>"
+    And the operation made <attempts> attempts
+    And the destination was sent the message <attempts> times, every time with the operation id as idempotency key
+    And the destination received exactly one message
+
+    Examples:
+      | max | failures | state     | attempts |
+      | 2   | 3        | Unknown   | 2        |
+      | 3   | 5        | Unknown   | 3        |
+      | 3   | 2        | Completed | 3        |
+
+  @req:agl.retry.selector-honoured @profile:agl-operation-store
+  Scenario Outline: Only the failures the contract's retry selector names are retried
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts, retrying only on <selected>
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <fault>
+    When the agent dispatches the approved send
+    Then the operation is "<state>"
+    And the operation made <attempts> attempts
+    And the destination was sent the message <attempts> times, every time with the operation id as idempotency key
+
+    Examples:
+      | selected           | fault                                                          | state     | attempts |
+      | timeout            | fail after taking effect on the next message                   | Unknown   | 1        |
+      | destination_error  | answer unreadable JSON after taking effect on the next message | Unknown   | 1        |
+      | unreadable_receipt | answer unreadable JSON after taking effect on the next message | Completed | 2        |
+      | destination_error  | fail after taking effect on the next message                   | Completed | 2        |
+
+  @req:agl.retention.consumed-permit-tombstone @profile:agl-operation-store
+  Scenario Outline: A consumed permit presented after the retention sweep is still refused as claimed
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the host keeps records no longer needed for 1 hour
+    And the principal's grant lasts 3 days
+    And the principal holds a spare approved send whose permit expires in 600 seconds
+    And the principal has an approved <action> whose permit expires in 86400 seconds
+    When the agent dispatches the approved <kind>
+    Then the dispatch completed
+    When the host's clock moves <hours> hours ahead
+    And the host's retention sweep runs
+    Then the sweep removed the spare permit
+    When the agent dispatches the approved <kind>
+    Then the action is refused with status 409, code "permit_consumed" and category "permit_claimed"
+    And the permit is consumed by the first operation
+    And the <destination> received exactly one <message>
+
+    Examples:
+      | action                                      | kind     | hours | destination | message  |
+      | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
+      | transfer of 200 to "DE89370400440532013000" | transfer | 2     | ledger      | transfer |
+      | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
+
+  @req:agl.retention.pending-intent-kept @profile:agl-operation-store
+  Scenario Outline: A pending intent survives the retention sweep while its permit can still dispatch it
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the host keeps records no longer needed for 1 hour
+    And the principal's grant lasts 3 days
+    And the principal holds a spare approved send whose permit expires in 600 seconds
+    And the principal has an approved <action> whose permit expires in 86400 seconds
+    When the host's clock moves <hours> hours ahead
+    And the host's retention sweep runs
+    Then the sweep removed the spare permit
+    And the operation is "Pending"
+    When the agent dispatches the approved <kind>
+    Then the dispatch completed
+    And the dispatch ran the operation the proposal named
+    And the <destination> received exactly one <message>
+
+    Examples:
+      | action                                      | kind     | hours | destination | message  |
+      | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
+      | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
+
+  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store
+  Scenario Outline: After a restart, a finished operation is served from the store, never run again
+    Given an AGL host with a fake email destination the suite counts
+    And the host keeps its state where the suite can restart it
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <fault>
+    When the agent dispatches the approved send
+    Then the operation is "<state>"
+    When the suite notes what the destination has been asked so far
+    And the host <restart>
+    Then the operation is "<state>"
+    When the agent dispatches the approved send
+    Then the action is refused with status 409, code "<code>" and category "<category>"
+    And the destination has been asked nothing since
+
+    Examples:
+      | fault                                        | state          | restart                      | code                 | category             |
+      | accept the next message                      | Completed      | crashes and is started again | permit_consumed      | permit_claimed       |
+      | accept the next message                      | Completed      | is restarted                 | permit_consumed      | permit_claimed       |
+      | reject the next message before any effect    | FailedNoEffect | crashes and is started again | permit_consumed      | permit_claimed       |
+      | fail after taking effect on the next message | Unknown        | crashes and is started again | uncertain_completion | uncertain_completion |
+
+  @req:agl.recovery.fingerprints-checked @profile:agl-operation-store
+  Scenario Outline: Recovery resumes an interrupted send only under the contract it was approved with
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And <while it is claimed>
+    And the host crashes and is started again
+    Then the host soon reports the operation "<state>"
+    And <settled>
+    And the destination received <effects>
+
+    Examples:
+      | while it is claimed                                                                | state               | settled                                                                                        | effects             |
+      | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
+      | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
+
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store
+  Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
+    Given an AGL host with a fake email destination the suite counts
+    And the host keeps its state where the suite can restart it
+    And the principal has an approved send of a draft to "bob@example.com"
+    When the host <restart>
+    Then the host lists exactly the operations the proposals named for the execution
+    And the operation is "Pending"
+    When the agent dispatches the approved send
+    Then the dispatch completed
+    And the dispatch ran the operation the proposal named
+    And the destination received exactly one message, carrying the operation id
+
+    Examples:
+      | restart                      |
+      | crashes and is started again |
+      | is restarted                 |
+
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store
+  Scenario: A send interrupted by a crash becomes Unknown, not a new request
+    Given an AGL host with a fake email destination the suite counts
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And the host crashes and is started again
+    Then the host soon reports the operation "Unknown"
+    And the host lists exactly the operations the proposals named for the execution
+    And the destination received no message
+    When the agent dispatches the approved send
+    Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
+    And the destination received no message
 
   @req:agl.durability.reconcile @profile:agl-operation-store
   Scenario: Receiver lookup settles an Unknown send and records its evidence

@@ -1,8 +1,14 @@
 package agl
 
 import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 )
@@ -37,9 +43,14 @@ type auditRecord struct {
 	Attempt             int            `json:"attempt,omitempty"`
 	Outcome             string         `json:"outcome,omitempty"`
 	Reconciliation      map[string]any `json:"reconciliation,omitempty"`
-	DenialCode          string         `json:"denial_code,omitempty"`
-	DenialStep          int            `json:"denial_step,omitempty"`
-	Detail              string         `json:"detail,omitempty"`
+	// FieldDigests are keyed digests (HMAC-SHA256 under the store's audit
+	// key) of the snapshot's argument values, by JSON pointer: an auditor
+	// holding the key can ask "was this sent to X?", while a reader of the
+	// trail cannot recover a recipient or an amount by hashing guesses.
+	FieldDigests map[string]string `json:"field_digests,omitempty"`
+	DenialCode   string            `json:"denial_code,omitempty"`
+	DenialStep   int               `json:"denial_step,omitempty"`
+	Detail       string            `json:"detail,omitempty"`
 }
 
 // audit appends a record inside the caller's transaction, so the record
@@ -112,4 +123,58 @@ func (h *Host) hAudit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, map[string]any{"records": out})
+}
+
+// loadAuditKey reads the store's audit key, creating it on first use. Hosts
+// sharing a store share the key, so their keyed digests agree.
+func (s *store) loadAuditKey(ctx context.Context) ([]byte, error) {
+	fresh := make([]byte, 32)
+	if _, err := rand.Read(fresh); err != nil {
+		return nil, err
+	}
+	var key string
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec(`INSERT OR IGNORE INTO meta(k,v) VALUES('audit_key',?)`, hex.EncodeToString(fresh)); err != nil {
+			return err
+		}
+		return tx.QueryRow(`SELECT v FROM meta WHERE k='audit_key'`).Scan(&key)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return hex.DecodeString(key)
+}
+
+// fieldDigests keys a digest of every scalar value in a snapshot's
+// arguments. A resolved handle contributes its payload's values, not its
+// resource metadata. The value digested is its agl-canon/1 encoding.
+func (h *Host) fieldDigests(args any) map[string]string {
+	out := map[string]string{}
+	var walk func(v any, path string)
+	walk = func(v any, path string) {
+		switch t := v.(type) {
+		case map[string]any:
+			if p, ok := t["payload"]; ok && t["resource_id"] != nil && t["payload_digest"] != nil {
+				walk(p, path+"/payload")
+				return
+			}
+			for k, e := range t {
+				walk(e, path+"/"+escapePointer(k))
+			}
+		case []any:
+			for i, e := range t {
+				walk(e, fmt.Sprintf("%s/%d", path, i))
+			}
+		default:
+			enc, err := Canonicalize(t)
+			if err != nil {
+				return
+			}
+			m := hmac.New(sha256.New, h.auditKey)
+			m.Write(enc)
+			out[path] = "hmac-sha256:" + hex.EncodeToString(m.Sum(nil))
+		}
+	}
+	walk(args, "/arguments")
+	return out
 }

@@ -57,9 +57,36 @@ type IdempotencyContract struct {
 	Kind string `json:"kind"`
 }
 
+// SchedulingContract bounds a logical operation's attempts. Retries happen
+// only for an uncertain write whose destination deduplicates by key; of
+// those, RetryOn selects the failure kinds that may be retried (absent: every
+// kind; empty: none), and BackoffMS is the wait before each retry.
 type SchedulingContract struct {
-	MaxAttempts int `json:"max_attempts"`
-	TimeoutMS   int `json:"timeout_ms,omitempty"`
+	MaxAttempts int      `json:"max_attempts"`
+	TimeoutMS   int      `json:"timeout_ms,omitempty"`
+	BackoffMS   int      `json:"backoff_ms,omitempty"`
+	RetryOn     []string `json:"retry_on,omitempty"`
+}
+
+// Failure kinds of an uncertain outcome, as a retry selector names them.
+const (
+	failureDestinationError  = "destination_error"  // a 5xx, 408 or 429 answer
+	failureTimeout           = "timeout"            // no answer before the deadline
+	failureConnectionLost    = "connection_lost"    // the connection broke after the request was sent
+	failureUnreadableReceipt = "unreadable_receipt" // a success status whose receipt cannot be read
+	// failureCancelled: the dispatch was cancelled while the call was in
+	// flight. Not a selector kind: a cancelled call is never retried.
+	failureCancelled = "cancelled"
+)
+
+var failureKinds = []string{failureDestinationError, failureTimeout, failureConnectionLost, failureUnreadableReceipt}
+
+// retries reports whether the selector lets a failure of this kind be retried.
+func (s SchedulingContract) retries(failure string) bool {
+	if s.RetryOn == nil {
+		return true
+	}
+	return contains(s.RetryOn, failure)
 }
 
 type contractRow struct {
@@ -143,6 +170,14 @@ func (c *OperationContract) normalize() *Denial {
 	}
 	if c.SchedulingContract.MaxAttempts > 10 {
 		return bad("scheduling_contract.max_attempts above 10")
+	}
+	if c.SchedulingContract.BackoffMS < 0 || c.SchedulingContract.BackoffMS > 60000 {
+		return bad("scheduling_contract.backoff_ms must be between 0 and 60000")
+	}
+	for _, f := range c.SchedulingContract.RetryOn {
+		if !contains(failureKinds, f) {
+			return bad("scheduling_contract.retry_on: unknown failure kind %q (known: %s)", f, strings.Join(failureKinds, ", "))
+		}
 	}
 	if c.AuthorityRequirements == nil {
 		c.AuthorityRequirements = []AuthorityRequirement{}

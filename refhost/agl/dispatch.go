@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -19,6 +20,9 @@ type dispatchRequest struct {
 	actionRequest
 	PermitToken string      `json:"permit_token,omitempty"`
 	Context     ExecContext `json:"context"`
+	// ScopeID names the budget scope the call is charged to; without it the
+	// execution's root scope, if it has one.
+	ScopeID string `json:"scope_id,omitempty"`
 	// A decision or approval supplied by the client is never authority; the
 	// members are recognised only so the refusal can say so precisely.
 	Decision json.RawMessage `json:"decision,omitempty"`
@@ -31,7 +35,13 @@ func (h *Host) hDispatch(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, d)
 		return
 	}
-	op, d, err := h.dispatch(r.Context(), &req)
+	f := h.newFlight(r.Context())
+	defer h.land(f)
+	op, d, err := h.dispatchFlight(&req, f)
+	if err != nil && d == nil && f.wasCancelled() {
+		// Cancelled while it read the store, before anything was claimed.
+		d, err = cancelledDenial(0, f.opID), nil
+	}
 	if d != nil || err != nil {
 		if d != nil {
 			h.auditDenial(&req, d)
@@ -56,8 +66,12 @@ func (h *Host) auditDenial(req *dispatchRequest, d *Denial) {
 	}
 }
 
-// dispatch is the enforcing dispatcher: the nine steps in the spec's order.
-func (h *Host) dispatch(ctx context.Context, req *dispatchRequest) (*operationRow, *Denial, error) {
+// dispatchFlight is the enforcing dispatcher: the nine steps in the spec's
+// order. Until the claim it runs in f.pre (the request's context, which a
+// cancellation also ends); from the claim on in f.exec, which outlives the
+// client and only a cancellation ends.
+func (h *Host) dispatchFlight(req *dispatchRequest, f *flight) (*operationRow, *Denial, error) {
+	ctx := f.pre
 	if len(req.Decision) > 0 || len(req.Approval) > 0 {
 		return nil, deny(403, "unauthenticated_decision", "authorization_denied", 5,
 			"an approval is a permit minted by the trusted resolver; a decision inside a dispatch request is not one"), nil
@@ -112,35 +126,45 @@ func (h *Host) dispatch(ctx context.Context, req *dispatchRequest) (*operationRo
 		}
 	}
 
-	// Step 6: admission, then authorization again, since it may have
-	// changed while this request waited.
-	wait := time.NewTimer(time.Duration(h.cfg.AdmissionWaitMS) * time.Millisecond)
-	select {
-	case h.admit <- struct{}{}:
-		wait.Stop()
-	case <-wait.C:
-		d := deny(429, "capacity_unavailable", "capacity", 6, "no dispatch capacity became free in time; nothing was claimed")
-		d.Retryable = true
-		return nil, d, nil
-	case <-ctx.Done():
-		wait.Stop()
-		return nil, nil, ctx.Err()
+	if proposal != nil {
+		h.track(f, proposal.OperationID)
 	}
-	defer func() { <-h.admit }()
+
+	// Step 6: admission (a concurrency slot and the budget of the scopes the
+	// call is charged to), then authorization again, since it may have
+	// changed while this request waited.
+	chain, d, err := h.scopeChain(ctx, req.ExecutionID, req.ScopeID)
+	if d != nil || err != nil {
+		return nil, d, err
+	}
+	adm, d, err := h.admit(f, chain)
+	if d != nil || err != nil {
+		return nil, d, err
+	}
+	defer adm.release()
 	if d := h.recheck(ctx, h.st.db, ev.grant.ID, permit, 6); d != nil {
 		return nil, d, nil
 	}
 
-	// Step 7: claim permit, resource revision and operation, persist the
-	// intent and its audit record, all in one transaction.
-	op, d, err := h.claim(ctx, ev, permit, proposal)
+	h.meet(ctx, pointClaim)
+
+	// Step 7: claim permit, resource revision and operation, charge the
+	// budget, persist the intent and its audit record, all in one
+	// transaction. The reservation is spent either way.
+	op, d, err := h.claim(f, ev, permit, proposal, adm.chain)
+	adm.releaseBudget()
 	if d != nil || err != nil {
 		return nil, d, err
 	}
+	f.decide(true)
+	if f.opID == "" {
+		h.track(f, op.ID)
+	}
 
 	// Steps 8 and 9 must finish even if the caller goes away: abandoning a
-	// started call would turn a knowable outcome into an Unknown one.
-	return h.execute(context.WithoutCancel(ctx), ev, op, permit)
+	// started call would turn a knowable outcome into an Unknown one. Only a
+	// cancellation abandons it.
+	return h.execute(f.exec, ev, op, permit)
 }
 
 // consumedDenial reads through q: inside the claim transaction that must be
@@ -209,7 +233,8 @@ func (h *Host) recheck(ctx context.Context, q querier, grantID string, p *permit
 	return nil
 }
 
-func (h *Host) claim(ctx context.Context, ev *evaluation, permit *permitRow, proposal *proposalRow) (*operationRow, *Denial, error) {
+func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *proposalRow, chain []string) (*operationRow, *Denial, error) {
+	ctx := f.pre
 	var opID string
 	err := h.st.tx(ctx, func(tx *sql.Tx) error {
 		now := h.nowMS()
@@ -283,18 +308,32 @@ func (h *Host) claim(ctx context.Context, ev *evaluation, permit *permitRow, pro
 				return errAbort{deny(409, "invalid_protocol_state", "invalid_protocol_state", 7, "resource %s is %s", rh.ResourceID, st)}
 			}
 		}
+		if err := h.charge(tx, chain); err != nil {
+			return err
+		}
 		rec := h.opAudit("claimed", ev, proposal, permit)
 		rec.Claim, rec.Attempt = msTime(now), 1
+		rec.FieldDigests = h.fieldDigests(proposal.Snapshot["arguments"])
 		rec.ResourceState = stateIf(proposal.ResourceID, "Dispatching")
 		if err := h.audit(tx, rec); err != nil {
 			return err
 		}
-		return h.fire(ctx, boundaryClaim, ev.contract.QualifiedName)
+		if err := h.fire(ctx, boundaryClaim, ev.contract.QualifiedName); err != nil {
+			return err
+		}
+		// A cancellation that arrived before the commit wins: roll back.
+		if f.wasCancelled() {
+			return errCancelled
+		}
+		return nil
 	})
 	if err != nil {
 		var ab errAbort
 		if errors.As(err, &ab) {
 			return nil, ab.d, nil
+		}
+		if errors.Is(err, errCancelled) || f.wasCancelled() {
+			return nil, cancelledDenial(7, opID), nil
 		}
 		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 			h.log.Error("agl: claim transaction failed; nothing was dispatched", "err", err)
@@ -322,7 +361,10 @@ var outcomeState = map[string]string{outcomeSuccess: "Completed", outcomeNoEffec
 
 // execute runs steps 8 and 9.
 func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, permit *permitRow) (*operationRow, *Denial, error) {
-	prop, err := h.loadProposal(ctx, h.st.db, op.ProposalID)
+	// ctx ends the handler's call when the dispatch is cancelled; what the
+	// host records about it is written whatever happened to the call.
+	store := context.WithoutCancel(ctx)
+	prop, err := h.loadProposal(store, h.st.db, op.ProposalID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -337,26 +379,67 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 	var res handlerResult
 	for {
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		res = h.invoke(hctx, ev.impl, op.ID, op.QualifiedName, args)
+		res = h.invoke(hctx, ev.impl, op.ID, op.QualifiedName, args, handlerContext{
+			ExecutionID: prop.ExecutionID, Principal: prop.Principal, AgentID: prop.AgentID, GrantID: ev.grant.ID,
+			PermitID: nullStr(permitID(permit)), ProposalID: prop.ID, SnapshotDigest: prop.Digest, Attempt: attempt})
 		cancel()
+		if res.Kind == outcomeAbandoned {
+			return h.abandon(store, op.ID, res)
+		}
+		if ctx.Err() != nil && res.Kind == outcomeUncertain {
+			// Cancelled while the call was in flight: whether it took
+			// effect is exactly what is not known. Never retried.
+			res.Failure, res.Reason = failureCancelled, "cancelled while the call was in flight"
+		}
+		if !contains(ev.impl.Effects, "external_write") && res.Kind == outcomeUncertain {
+			// A read has no effect to be uncertain about.
+			res.Kind, res.Reason = outcomeNoEffect, "read failed: "+res.Reason
+		}
 		if res.Kind == outcomeSuccess && ev.contract.OutputType != nil {
 			if _, err := ev.contract.OutputType.materialize(toValueOrNil(res.Output), "/output", nil); err != nil {
-				res = handlerResult{Kind: outcomeUncertain, HTTPCode: res.HTTPCode, Reason: "receipt failed output validation: " + err.Error()}
+				res = handlerResult{Kind: outcomeUncertain, Failure: failureUnreadableReceipt, HTTPCode: res.HTTPCode, Reason: "receipt failed output validation: " + err.Error()}
 			}
 		}
 		// An uncertain write is retried only when the destination dedupes
-		// by key, the contract says so, attempts remain, and authority and
-		// approval are still valid now.
-		if res.Kind != outcomeUncertain || ev.contract.IdempotencyContract.Kind != "destination_key" ||
-			!dest.HonoursIdempotencyKey || attempt >= ev.contract.SchedulingContract.MaxAttempts {
+		// by key, the contract says so, its selector names the failure,
+		// attempts remain, and authority and approval are still valid after
+		// the backoff.
+		if res.Kind != outcomeUncertain || res.Failure == failureCancelled || ev.contract.IdempotencyContract.Kind != "destination_key" || !dest.HonoursIdempotencyKey {
 			break
 		}
-		if d := h.recheck(ctx, h.st.db, ev.grant.ID, permit, 8); d != nil {
+		sc := ev.contract.SchedulingContract
+		if attempt >= sc.MaxAttempts {
+			if sc.MaxAttempts > 1 {
+				res.Reason += fmt.Sprintf("; no retry: all %d attempts made", sc.MaxAttempts)
+			}
+			break
+		}
+		if !sc.retries(res.Failure) {
+			res.Reason += "; no retry: the contract's retry selector does not name " + res.Failure
+			break
+		}
+		if sc.BackoffMS > 0 {
+			t := time.NewTimer(time.Duration(sc.BackoffMS) * time.Millisecond)
+			select {
+			case <-t.C:
+			case <-h.stop:
+				t.Stop()
+				res.Reason += "; no retry: the host stopped"
+				return h.abandon(store, op.ID, res)
+			case <-ctx.Done():
+				t.Stop()
+			}
+			if ctx.Err() != nil {
+				res.Failure, res.Reason = failureCancelled, res.Reason+"; no retry: the dispatch was cancelled"
+				break
+			}
+		}
+		if d := h.recheck(store, h.st.db, ev.grant.ID, permit, 8); d != nil {
 			res.Reason += "; no retry: " + d.Code
 			break
 		}
 		attempt++
-		err := h.st.tx(ctx, func(tx *sql.Tx) error {
+		err := h.st.tx(store, func(tx *sql.Tx) error {
 			if _, err := tx.Exec(`UPDATE operations SET attempt=?, updated_at=? WHERE id=? AND state='Claimed'`, attempt, h.nowMS(), op.ID); err != nil {
 				return err
 			}
@@ -374,19 +457,34 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 	// Step 9: outcome and protocol state persisted together before the
 	// caller hears anything.
 	state := outcomeState[res.Kind]
-	if err := h.persistOutcome(ctx, ev, prop, permit, op.ID, state, res, attempt, true); err != nil {
+	if err := h.persistOutcome(store, ev, prop, permit, op.ID, state, res, attempt, true); err != nil {
 		h.log.Error("agl: outcome could not be persisted; recording Unknown", "operation", op.ID, "err", err)
 		res = handlerResult{Kind: outcomeUncertain, HTTPCode: res.HTTPCode,
 			Reason: "the outcome could not be persisted after the external call (" + res.Kind + ")"}
-		if err2 := h.persistOutcome(ctx, ev, prop, permit, op.ID, "Unknown", res, attempt, false); err2 != nil {
+		if err2 := h.persistOutcome(store, ev, prop, permit, op.ID, "Unknown", res, attempt, false); err2 != nil {
 			d := deny(500, "persistence_failure", "persistence_failure", 9,
 				"the outcome could not be persisted; the operation stays Claimed and becomes Unknown on recovery")
 			d.Detail = map[string]any{"operation_id": op.ID, "effect": "unknown"}
 			return nil, d, nil
 		}
 	}
-	out, err := h.loadOperation(ctx, h.st.db, op.ID)
+	out, err := h.loadOperation(store, h.st.db, op.ID)
 	return out, nil, err
+}
+
+// abandon leaves an operation Claimed for recovery, as a crash would: the
+// host is stopping, so it starts no further attempt and writes nothing more.
+func (h *Host) abandon(ctx context.Context, opID string, res handlerResult) (*operationRow, *Denial, error) {
+	d := deny(503, "host_stopping", "persistence_failure", 8, "the host stopped before the operation finished; recovery will settle it")
+	d.Detail = map[string]any{"operation_id": opID, "effect": "unknown"}
+	return nil, d, nil
+}
+
+func permitID(p *permitRow) string {
+	if p == nil {
+		return ""
+	}
+	return p.ID
 }
 
 func toValueOrNil(m map[string]any) any {

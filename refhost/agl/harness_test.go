@@ -16,7 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/refhost/hostenv"
 )
 

@@ -77,6 +77,9 @@ type Config struct {
 	Webhook      Destination `json:"webhook"`
 	Keys         Keys        `json:"keys"`
 	Deployment   Deployment  `json:"deployment"`
+	// InstanceName labels this host among others sharing its store (in
+	// GET /agl/v1/ and the log); the instance id stays unique per start.
+	InstanceName string `json:"instance_name,omitempty"`
 	// AuthorityIssuer names the authorization service recorded as issuer.
 	AuthorityIssuer string `json:"authority_issuer,omitempty"`
 	// ClaimLeaseMS: a claim whose owning host has not heartbeated for this
@@ -89,6 +92,11 @@ type Config struct {
 	MaxConcurrentDispatches int   `json:"max_concurrent_dispatches,omitempty"`
 	AdmissionWaitMS         int   `json:"admission_wait_ms,omitempty"`
 	MaxApprovalTTLSeconds   int   `json:"max_approval_ttl_seconds,omitempty"`
+	// RetentionMS: how long after it can no longer be used a record is
+	// kept before the retention sweep removes it; RetentionSweepMS: how
+	// often the sweep runs. Consumed permits are never removed.
+	RetentionMS      int64 `json:"retention_ms,omitempty"`
+	RetentionSweepMS int   `json:"retention_sweep_ms,omitempty"`
 }
 
 func (c *Config) defaults() {
@@ -104,6 +112,10 @@ func (c *Config) defaults() {
 	def(&c.MaxConcurrentDispatches, 32)
 	def(&c.AdmissionWaitMS, 2000)
 	def(&c.MaxApprovalTTLSeconds, 86400)
+	def(&c.RetentionSweepMS, 3600000)
+	if c.RetentionMS <= 0 {
+		c.RetentionMS = 30 * 24 * 3600 * 1000
+	}
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
@@ -120,11 +132,23 @@ type Host struct {
 	st       *store
 	instance string
 	policyFP string
-	admit    chan struct{}
+	// Step 6: concurrency slots, dispatches waiting for one, and this
+	// host's budget reservations by scope.
+	admitSlots chan struct{}
+	waiting    atomic.Int64
+	admMu      sync.Mutex
+	reserved   map[string]int
+	// Dispatches in flight, by operation id, for cancellation.
+	flightMu sync.Mutex
+	flights  map[string]*flight
 	client   *http.Client
 	faults   *faults
 	exit     func(int) // seam "exit" action; os.Exit in production
+	auditKey []byte    // the store's key for keyed digests in the audit trail
 	halted   atomic.Bool
+	// seamsMounted: the operator mounted the test seams (Seams was called).
+	seamsMounted atomic.Bool
+	clockOffset  atomic.Int64 // ms the clock seam moved this host's clock
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -157,15 +181,20 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 	}
 	h := &Host{
 		cfg: cfg, env: env, log: env.Log().With("family", "agl"), st: st,
-		instance: "inst_" + uuid.NewString(),
-		policyFP: pfp,
-		admit:    make(chan struct{}, cfg.MaxConcurrentDispatches),
-		client:   &http.Client{},
-		faults:   newFaults(),
-		exit:     os.Exit,
-		stop:     make(chan struct{}),
+		instance:   "inst_" + uuid.NewString(),
+		policyFP:   pfp,
+		admitSlots: make(chan struct{}, cfg.MaxConcurrentDispatches),
+		reserved:   map[string]int{},
+		client:     &http.Client{},
+		faults:     newFaults(),
+		exit:       os.Exit,
+		stop:       make(chan struct{}),
 	}
 	if err := h.heartbeat(); err != nil {
+		st.close()
+		return nil, err
+	}
+	if h.auditKey, err = st.loadAuditKey(context.Background()); err != nil {
 		st.close()
 		return nil, err
 	}
@@ -173,8 +202,9 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		st.close()
 		return nil, err
 	}
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.sweeper()
+	go h.retentionLoop()
 	h.log.Info("agl host open", "db", cfg.DatabasePath, "instance", h.instance, "policy_fingerprint", pfp)
 	return h, nil
 }
@@ -191,8 +221,22 @@ func (h *Host) Close() error {
 	return h.st.close()
 }
 
-func (h *Host) now() time.Time { return h.env.Clock() }
-func (h *Host) nowMS() int64   { return h.now().UnixMilli() }
+// now is the host's clock: the environment's, moved forward by the clock
+// seam when an operator mounted it (and by nothing else).
+func (h *Host) now() time.Time {
+	return h.env.Clock().Add(time.Duration(h.clockOffset.Load()) * time.Millisecond)
+}
+func (h *Host) nowMS() int64 { return h.now().UnixMilli() }
+
+// stopping reports that the host is closing or crashed in place.
+func (h *Host) stopping() bool {
+	select {
+	case <-h.stop:
+		return true
+	default:
+		return false
+	}
+}
 
 func loadKeys(k *Keys, dir string) error {
 	if k.Operator != "" && k.Authority != "" && k.Resolver != "" {
@@ -286,6 +330,12 @@ func (h *Host) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/operations", h.hListOperations)
 	mux.HandleFunc("POST "+p+"/operations/{id}/reconcile", h.hReconcile)
 	mux.HandleFunc("GET "+p+"/audit", h.hAudit)
+	mux.HandleFunc("POST "+p+"/legacy/invoke", h.hLegacyInvoke)
+	mux.HandleFunc("POST "+p+"/scopes", h.hCreateScope)
+	mux.HandleFunc("GET "+p+"/scopes/{id}", h.hGetScope)
+	mux.HandleFunc("POST "+p+"/scopes/{id}/children", h.hOpenChildScope)
+	mux.HandleFunc("POST "+p+"/operations/{id}/cancel", h.hCancel)
+	mux.HandleFunc("POST "+p+"/parallel", h.hParallel)
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, &Denial{Code: "not_found", Category: "request", Status: 404, Message: "no such endpoint in " + BindingVersion})
 	})
@@ -410,6 +460,7 @@ func (h *Host) hInfo(w http.ResponseWriter, r *http.Request) {
 		"digest_algorithm":      "sha256",
 		"policy_fingerprint":    h.policyFP,
 		"instance":              h.instance,
+		"instance_name":         h.cfg.InstanceName,
 		"email_idempotent":      h.cfg.Email.HonoursIdempotencyKey,
 		"webhook_idempotent":    h.cfg.Webhook.HonoursIdempotencyKey,
 		"max_approval_ttl_secs": h.cfg.MaxApprovalTTLSeconds,

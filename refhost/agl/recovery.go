@@ -41,11 +41,14 @@ func (h *Host) sweeper() {
 }
 
 // recoverOrphans turns every operation left Claimed by a host that is no
-// longer alive into Unknown. It never retries: whether the external call
-// happened is exactly what nobody knows.
+// longer alive into Unknown: whether the external call happened is exactly
+// what nobody knows. It contacts nothing for operations that finished. An
+// Unknown operation whose destination deduplicates by key is then settled by
+// resume, after it checked that nothing it was approved under has changed.
 func (h *Host) recoverOrphans(ctx context.Context) (int, error) {
 	cutoff := h.nowMS() - int64(h.cfg.ClaimLeaseMS)
 	var n int
+	var recovered []*operationRow
 	err := h.st.tx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.Query(`SELECT `+opCols+` FROM operations WHERE state='Claimed' AND
 			(owner_instance IS NULL OR owner_instance NOT IN (SELECT id FROM instances WHERE heartbeat_at >= ?))`, cutoff)
@@ -68,8 +71,12 @@ func (h *Host) recoverOrphans(ctx context.Context) (int, error) {
 		now := h.nowMS()
 		for _, o := range orphans {
 			outcome, _ := json.Marshal(handlerResult{Kind: outcomeUncertain, Reason: "the host stopped while the operation was claimed"})
-			if _, err := tx.Exec(`UPDATE operations SET state='Unknown', outcome=?, updated_at=? WHERE id=? AND state='Claimed'`, string(outcome), now, o.ID); err != nil {
+			res, err := tx.Exec(`UPDATE operations SET state='Unknown', outcome=?, updated_at=? WHERE id=? AND state='Claimed'`, string(outcome), now, o.ID)
+			if err != nil {
 				return err
+			}
+			if n, _ := res.RowsAffected(); n == 1 {
+				recovered = append(recovered, o)
 			}
 			var rid sql.NullString
 			var rev sql.NullInt64
@@ -96,5 +103,120 @@ func (h *Host) recoverOrphans(ctx context.Context) (int, error) {
 	if n > 0 {
 		h.log.Warn("agl: operations left claimed by a stopped host are now Unknown", "count", n)
 	}
+	if err == nil {
+		for _, o := range recovered {
+			h.wg.Add(1)
+			go func() {
+				defer h.wg.Done()
+				h.resume(o)
+			}()
+		}
+	}
 	return n, err
+}
+
+// resume settles, where it safely can, an operation recovery just declared
+// Unknown: when its contract promises deduplication by key and the
+// destination honours the key, sending it again under the same key is a
+// reconciliation (the destination answers the first receipt if the first
+// attempt took effect). Before it contacts anything it checks that the
+// operation would run exactly as it was approved: the registered contract,
+// the trusted implementation, the deployment policy and the canonical
+// encoding must still have the fingerprints its proposal recorded, and the
+// grant and the permit must still be valid. Any difference stops recovery:
+// the operation stays Unknown for a human or a receiver lookup, and the
+// audit trail says why (recovery_stopped).
+func (h *Host) resume(o *operationRow) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.cfg.HandlerTimeoutMS)*time.Millisecond+30*time.Second)
+	defer cancel()
+	p, err := h.loadProposal(ctx, h.st.db, o.ProposalID)
+	if err != nil {
+		return
+	}
+	c, err := h.loadContract(ctx, h.st.db, o.QualifiedName)
+	if err != nil {
+		return
+	}
+	im := implementations[c.Implementation]
+	if im == nil || c.IdempotencyContract.Kind != "destination_key" || !im.dest(h.cfg).HonoursIdempotencyKey || o.Attempt >= c.SchedulingContract.MaxAttempts {
+		return // nothing may be retried: it waits for reconciliation
+	}
+	stop := func(code, detail string) {
+		h.st.tx(ctx, func(tx *sql.Tx) error {
+			return h.audit(tx, auditRecord{Event: "recovery_stopped", ExecutionID: o.ExecutionID, OperationID: o.ID, QualifiedName: o.QualifiedName,
+				Principal: o.Principal, AgentID: o.AgentID, ProposalID: o.ProposalID, ProposalDigest: o.SnapshotDigest, PermitID: o.PermitID,
+				ContractFingerprint: c.Fingerprint, PolicyFingerprint: h.policyFP, Attempt: o.Attempt, Outcome: "Unknown", DenialCode: code, Detail: detail})
+		})
+		h.log.Warn("agl: recovery stopped; the operation waits for reconciliation", "operation", o.ID, "code", code, "detail", detail)
+	}
+	canon, _ := p.Snapshot["canon_version"].(string)
+	switch {
+	case p.ContractFP != c.Fingerprint:
+		stop("contract_fingerprint_mismatch", "approved under contract "+p.ContractFP+"; "+c.Fingerprint+" is registered now")
+		return
+	case p.ImplFP != c.ImplementationFingerprint || p.ImplFP != im.fingerprint:
+		stop("implementation_fingerprint_mismatch", "approved for implementation "+p.ImplFP+"; this host runs "+im.fingerprint)
+		return
+	case p.PolicyFP != h.policyFP:
+		stop("policy_fingerprint_mismatch", "approved under policy "+p.PolicyFP+"; this host runs "+h.policyFP)
+		return
+	case canon != CanonVersion:
+		stop("canonicalization_mismatch", "approved under "+canon+"; this host encodes "+CanonVersion)
+		return
+	}
+	var permit *permitRow
+	if o.PermitID != "" {
+		if permit, err = h.permitByID(ctx, h.st.db, o.PermitID); err != nil {
+			return
+		}
+	}
+	if d := h.recheck(ctx, h.st.db, p.GrantID, permit, 8); d != nil {
+		stop(d.Code, d.Message)
+		return
+	}
+	attempt := o.Attempt + 1
+	err = h.st.tx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.Exec(`UPDATE operations SET attempt=?, updated_at=? WHERE id=? AND state='Unknown' AND attempt=?`, attempt, h.nowMS(), o.ID, o.Attempt)
+		if err != nil {
+			return err
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return errAbort{deny(409, "not_awaiting_reconciliation", "invalid_protocol_state", 0, "settled meanwhile")}
+		}
+		return h.audit(tx, auditRecord{Event: "retry", ExecutionID: o.ExecutionID, OperationID: o.ID, QualifiedName: o.QualifiedName,
+			Principal: o.Principal, AgentID: o.AgentID, ProposalID: o.ProposalID, ProposalDigest: o.SnapshotDigest, PermitID: o.PermitID,
+			Attempt: attempt, Detail: "recovery: the destination deduplicates by key; sending again under the same key"})
+	})
+	if err != nil {
+		return
+	}
+	hctx, hcancel := context.WithTimeout(ctx, time.Duration(h.cfg.HandlerTimeoutMS)*time.Millisecond)
+	res := h.invoke(hctx, im, o.ID, o.QualifiedName, p.Snapshot["arguments"], handlerContext{
+		ExecutionID: o.ExecutionID, Principal: o.Principal, AgentID: o.AgentID, GrantID: p.GrantID,
+		PermitID: nullStr(o.PermitID), ProposalID: p.ID, SnapshotDigest: p.Digest, Attempt: attempt})
+	hcancel()
+	if res.Kind != outcomeSuccess {
+		return // still not known; it waits for reconciliation
+	}
+	recon := map[string]any{"method": "idempotent_retry", "resolution": "completed", "at": msTime(h.nowMS()),
+		"evidence": map[string]any{"message_id": res.Output["message_id"], "duplicate": res.Duplicate, "attempt": attempt}}
+	rb, _ := json.Marshal(recon)
+	h.st.tx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.Exec(`UPDATE operations SET state='ReconciledCompleted', reconciliation=?, updated_at=? WHERE id=? AND state='Unknown'`, string(rb), h.nowMS(), o.ID)
+		if err != nil {
+			return err
+		}
+		if n, _ := r.RowsAffected(); n != 1 {
+			return nil
+		}
+		if p.ResourceID != "" {
+			if _, err := tx.Exec(`UPDATE resources SET state='Sent', updated_at=? WHERE id=? AND state='Unknown' AND last_operation=?`, h.nowMS(), p.ResourceID, o.ID); err != nil {
+				return err
+			}
+		}
+		return h.audit(tx, auditRecord{Event: "reconciled", ExecutionID: o.ExecutionID, OperationID: o.ID, QualifiedName: o.QualifiedName,
+			Principal: o.Principal, AgentID: o.AgentID, ProposalID: o.ProposalID, ProposalDigest: o.SnapshotDigest, PermitID: o.PermitID,
+			ResourceID: p.ResourceID, ResourceRevision: p.Revision, ResourceState: stateIf(p.ResourceID, "Sent"),
+			Outcome: "ReconciledCompleted", Reconciliation: recon, Attempt: attempt})
+	})
 }

@@ -78,4 +78,29 @@ func TestResponsesMatchSchemas(t *testing.T) {
 	checkReq("seam-fault.json", fault)
 	check("seam-fault.json", c.do("POST", SeamPrefix+"faults", "", fault))
 	checkReq("host-config.json", th.h.cfg)
+
+	// The surfaces of the rest of the runtime.
+	check("legacy-invoke-result.json", c.do("POST", "/agl/v1/legacy/invoke", "", map[string]any{"tool": "legacy.echo", "arguments": map[string]any{"x": 1}}))
+	check("error.json", c.do("POST", "/agl/v1/legacy/invoke", "", map[string]any{"tool": sendOp, "arguments": map[string]any{}}))
+	sc := map[string]any{"execution_id": s.exec + "-budget", "budget": map[string]any{"tool_calls": 3}}
+	checkReq("scope-create.json", sc)
+	root := c.do("POST", "/agl/v1/scopes", testKeys.Operator, sc)
+	check("scope.json", root)
+	check("scope.json", c.do("POST", "/agl/v1/scopes/"+root.str("scope_id")+"/children", "", map[string]any{"budget": map[string]any{"tool_calls": 2}}))
+	check("scope.json", c.do("GET", "/agl/v1/scopes/"+root.str("scope_id"), "", nil))
+	cancel := map[string]any{"grant_token": s.grantToken}
+	checkReq("cancel-request.json", cancel)
+	check("error.json", c.do("POST", "/agl/v1/operations/"+op.str("operation_id")+"/cancel", "", cancel))
+	par := map[string]any{"mode": "map", "execution_id": s.exec, "principal": s.principal, "agent_id": s.agent, "grant_token": s.grantToken,
+		"branches": []any{map[string]any{"operation": sendOp, "arguments": map[string]any{"draft": handle}, "permit_token": dec.str("permit", "permit_token")}}}
+	checkReq("parallel-request.json", par)
+	check("parallel-result.json", c.do("POST", "/agl/v1/parallel", "", par))
+	check("seam-admission.json", c.do("GET", SeamPrefix+"admission", "", nil))
+	barrier := map[string]any{"points": []string{"claim"}, "parties": 2, "timeout_ms": 10}
+	checkReq("seam-barrier.json", barrier)
+	check("seam-barrier.json", c.do("POST", SeamPrefix+"barrier", "", barrier))
+	check("seam-barrier.json", c.do("GET", SeamPrefix+"barrier", "", nil))
+	c.do("DELETE", SeamPrefix+"barrier", "", nil)
+	check("seam-clock.json", c.do("POST", SeamPrefix+"clock", "", map[string]any{"advance_ms": 0}))
+	check("seam-retention.json", c.do("POST", SeamPrefix+"retention", "", nil))
 }

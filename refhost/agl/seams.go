@@ -66,6 +66,7 @@ func (h *Host) fire(ctx context.Context, boundary, op string) error {
 		select {
 		case <-time.After(time.Duration(ft.DelayMS) * time.Millisecond):
 		case <-ctx.Done():
+		case <-h.stop:
 		}
 		return nil
 	case "halt":
@@ -91,6 +92,9 @@ func (h *Host) fire(ctx context.Context, boundary, op string) error {
 // Seams serves the test-only control endpoints under SeamPrefix. The caller
 // mounts it only when the operator enables seams.
 func (h *Host) Seams() http.Handler {
+	// Mounting the seams is what lets the barrier in the store hold this
+	// host's requests; a host without seams never waits at it.
+	h.seamsMounted.Store(true)
 	mux := http.NewServeMux()
 	p := strings.TrimSuffix(SeamPrefix, "/")
 	mux.HandleFunc("POST "+p+"/faults", func(w http.ResponseWriter, r *http.Request) {
@@ -140,6 +144,13 @@ func (h *Host) Seams() http.Handler {
 		}
 		writeJSON(w, 200, map[string]any{"recovered": n})
 	})
+	mux.HandleFunc("GET "+p+"/admission", h.hAdmissionSeam)
+	mux.HandleFunc("POST "+p+"/retention", h.hRetentionSeam)
+	mux.HandleFunc("GET "+p+"/clock", h.hClockSeam)
+	mux.HandleFunc("POST "+p+"/clock", h.hClockSeam)
+	mux.HandleFunc("POST "+p+"/barrier", h.hArmBarrier)
+	mux.HandleFunc("GET "+p+"/barrier", h.hBarrierState)
+	mux.HandleFunc("DELETE "+p+"/barrier", h.hDisarmBarrier)
 	mux.HandleFunc("GET "+p+"/instance", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"instance": h.instance, "pid": pid(), "database_path": h.cfg.DatabasePath})
 	})

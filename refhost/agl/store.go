@@ -139,6 +139,22 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_op ON audit(operation_id);
 CREATE INDEX IF NOT EXISTS audit_exec ON audit(execution_id);
+CREATE TABLE IF NOT EXISTS scopes (
+  id TEXT PRIMARY KEY,
+  execution_id TEXT NOT NULL,
+  parent_id TEXT,
+  tool_calls INTEGER NOT NULL,
+  used INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS scopes_root ON scopes(execution_id) WHERE parent_id IS NULL;
+CREATE TABLE IF NOT EXISTS seam_barriers (
+  id TEXT PRIMARY KEY,
+  points TEXT NOT NULL,
+  parties INTEGER NOT NULL,
+  arrived INTEGER NOT NULL,
+  deadline INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS instances (
   id TEXT PRIMARY KEY,
   heartbeat_at INTEGER NOT NULL,

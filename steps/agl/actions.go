@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
 )
 
@@ -112,6 +113,7 @@ func (s *state) noteProposal(r *steps.Response, op string, args any) {
 	s.prop = m
 	s.props = append(s.props, m)
 	s.opID = str(m, "operation_id")
+	s.propOp = op
 	if a, ok := args.(map[string]any); ok {
 		if h, ok := a["draft"].(string); ok {
 			s.propHandle = h
@@ -220,7 +222,11 @@ func (s *state) approveProposal(ctx context.Context) error {
 	if err := s.proposalNeeded(); err != nil {
 		return err
 	}
-	if err := s.requestApproval(ctx, 600); err != nil {
+	ttl := 600
+	if s.permitTTL > 0 {
+		ttl, s.permitTTL = s.permitTTL, 0
+	}
+	if err := s.requestApproval(ctx, ttl); err != nil {
 		return err
 	}
 	if _, err := got(s.decide(ctx, roleResolver, "granted", nil)).want(preApproved, 201); err != nil {
@@ -248,7 +254,7 @@ func (s *state) approvedBody() (map[string]any, error) {
 	mods := s.pendingMods
 	op := sendOp
 	var args any = map[string]any{"draft": s.propHandle}
-	if s.propHandle == "" && s.transfer != nil {
+	if (s.propHandle == "" || s.propOp == transferOp) && s.transfer != nil {
 		op, args = transferOp, s.transfer
 	}
 	grant := s.grant()
@@ -487,11 +493,14 @@ func registerActions(c *steps.Catalog) {
 		_, err := s.decide(ctx, role, "granted", edit)
 		return err
 	})
-	c.Setup(preApproved, `^the principal has an approved send of a draft to "([^"]*)"$`, func(ctx context.Context, to string) error {
-		return st(ctx).approveSend(ctx, to)
-	})
-	c.Setup(preApproved, `^the principal has an approved transfer of (\d+) to "([^"]*)"$`, func(ctx context.Context, amount int, to string) error {
+	c.Setup(preApproved, `^the principal has an approved send of a draft to "([^"]*)"(?: whose permit expires in (\d+) seconds)?$`, func(ctx context.Context, to, ttl string) error {
 		s := st(ctx)
+		s.permitTTL, _ = strconv.Atoi(ttl)
+		return s.approveSend(ctx, to)
+	})
+	c.Setup(preApproved, `^the principal has an approved transfer of (\d+) to "([^"]*)"(?: whose permit expires in (\d+) seconds)?$`, func(ctx context.Context, amount int, to, ttl string) error {
+		s := st(ctx)
+		s.permitTTL, _ = strconv.Atoi(ttl)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
@@ -792,12 +801,22 @@ func registerActions(c *steps.Catalog) {
 		}
 		return err
 	})
-	c.Given(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message)$`, func(ctx context.Context, what string) error {
+	c.Given(`^the destination will fail after taking effect on the next (\d+) messages$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if s.mail == nil {
+			return steps.Fault("describe the AGL host before its destination")
+		}
+		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultFailAfterEffect, Count: n})
+		return nil
+	})
+	c.Given(`^the destination will (reject the next message before any effect|fail after taking effect on the next message|answer unreadable JSON after taking effect on the next message|hang after taking effect on the next message|hang without taking effect on the next message)$`, func(ctx context.Context, what string) error {
 		s := st(ctx)
 		mode := map[string]string{
 			"reject the next message before any effect":                      fakemail.FaultReject,
 			"fail after taking effect on the next message":                   fakemail.FaultFailAfterEffect,
 			"answer unreadable JSON after taking effect on the next message": fakemail.FaultGarbage,
+			"hang after taking effect on the next message":                   fakemail.FaultHang,
+			"hang without taking effect on the next message":                 fakemail.FaultHangNoEffect,
 		}[what]
 		if s.mail == nil {
 			return steps.Fault("describe the AGL host before its destination")
@@ -952,8 +971,24 @@ func registerActions(c *steps.Catalog) {
 		}
 		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
 			"operation": op, "arguments": args, "grant_token": s.helper.grantToken}
-		_, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
-		return err
+		r, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
+		if err != nil {
+			return err
+		}
+		s.noteProposal(r, op, args)
+		return nil
+	})
+	c.When(`^the helper's agent dispatches the approved transfer under the delegated grant$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if s.helper == nil || s.helper.grantToken == "" || s.transfer == nil {
+			return steps.Fault("no delegated grant or approved transfer")
+		}
+		if err := s.permitNeeded(); err != nil {
+			return err
+		}
+		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
+			"operation": transferOp, "arguments": s.transfer, "grant_token": s.helper.grantToken, "permit_token": s.permitToken}
+		return s.dispatch(ctx, false, body)
 	})
 	c.When(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
 		s := st(ctx)

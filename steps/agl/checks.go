@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
 )
 
@@ -60,13 +60,6 @@ func notRetryable(ctx context.Context) error {
 		return err
 	}
 	return w.ExpectField("error.retryable", "false")
-}
-
-func (s *state) count(d *destination) int {
-	if d == nil {
-		return 0
-	}
-	return d.fake.Count()
 }
 
 // effects reads what a fake destination the suite runs received: an
@@ -242,7 +235,7 @@ func registerChecks(c *steps.Catalog) {
 			return w.Assert(s.opID != "" && e.Key == s.opID, "the message's idempotency key is %q, the operation is %q", e.Key, s.opID)
 		}
 	})
-	c.Then(`^the destination was sent the message (\d+) times, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
+	c.Then(`^the destination was sent the message (\d+) times?, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
 		s, w := st(ctx), steps.From(ctx)
 		w.Observe(nil)
 		sent := s.mail.sends()

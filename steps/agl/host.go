@@ -5,7 +5,7 @@
 // trail, plus the fault seams under /conformance/seams/agl/.
 //
 // Every scenario creates its own principal, agent, grant and keys, and runs
-// its own fake destinations (refhost/agl/fakemail) whose URLs go into the
+// its own fake destinations (peers/fakemail) whose URLs go into the
 // host configuration: the effects counted there, by the suite, are the
 // witness of "no effect" and "exactly one effect". A step never takes the
 // host's word for an effect.
@@ -14,16 +14,18 @@ package agl
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/google/uuid"
 
-	"github.com/parley-conformance/parley/refhost/agl/fakemail"
+	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
@@ -43,15 +45,14 @@ func Register(c *steps.Catalog) {
 	registerHost(c)
 	registerActions(c)
 	registerChecks(c)
+	registerRuntime(c)
 }
 
-// destination is a fake destination the suite runs for one scenario, with a
-// log of every send it was asked for (the fake itself records only effects).
+// destination is a fake destination the suite runs for one scenario; it
+// logs every request it receives (peers/fakemail), effect or not.
 type destination struct {
 	fake *fakemail.Server
 	url  string
-	mu   sync.Mutex
-	sent []sendRecord
 }
 
 type sendRecord struct{ key, operation string }
@@ -61,23 +62,22 @@ func startDestination(w *steps.World, idempotent bool) (*destination, error) {
 		return nil, err
 	}
 	d := &destination{fake: fakemail.New(idempotent)}
-	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/send" {
-			d.mu.Lock()
-			d.sent = append(d.sent, sendRecord{key: r.Header.Get("Idempotency-Key"), operation: r.Header.Get("X-AGL-Operation-Id")})
-			d.mu.Unlock()
-		}
-		d.fake.ServeHTTP(rw, r)
-	}))
+	srv := httptest.NewServer(d.fake)
 	d.url = srv.URL
 	w.Cleanup(srv.Close)
 	return d, nil
 }
 
+// sends lists every send the destination was asked for, whether it took
+// effect or not.
 func (d *destination) sends() []sendRecord {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return append([]sendRecord(nil), d.sent...)
+	var out []sendRecord
+	for _, r := range d.fake.Requests() {
+		if r.Path == "/send" {
+			out = append(out, sendRecord{key: r.Key, operation: r.OperationID})
+		}
+	}
+	return out
 }
 
 // keys are the three trusted roles' bearer keys, fresh per scenario.
@@ -98,13 +98,16 @@ type state struct {
 	ledger  *destination // the webhook ("ledger") destination
 	mail2   *destination // the second host's email destination, when it has its own
 
-	shared bool
-	second *target.Host
+	shared           bool
+	second           *target.Host
+	secondDeployment map[string]any // the second host's deployment policy, when it has its own
 
 	wantSetup      bool
 	ready          bool
 	emailIdem      string
 	emailAttempts  int
+	emailBackoff   int      // the email contract's backoff_ms, when set
+	emailRetryOn   []string // the email contract's retry selector, when set
 	implementation map[string]string
 
 	exec   string
@@ -116,6 +119,7 @@ type state struct {
 	prop                  map[string]any  // the last proposal the host accepted
 	lastProposal          *steps.Response // the last proposal attempt, accepted or not
 	lastProposalOp        string
+	propOp                string           // the operation of the last proposal the host accepted
 	decisionResp          *steps.Response  // the last decision's answer
 	props                 []map[string]any // every proposal, in order
 	requestID             string
@@ -134,6 +138,22 @@ type state struct {
 	results       []*steps.Response
 	editResult    *steps.Response
 	audit         []map[string]any
+
+	legacyArgs map[string]any       // the arguments of the last legacy call
+	calls      []string             // operation ids of a series of dispatches, in order
+	drafts     map[string][2]string // named drafts: resource id and handle
+	sensitive  []any                // sensitive argument values of the audited operation
+
+	named       map[string]*named // dispatches in flight, by name
+	rootScope   string            // the execution's budget scope
+	scopes      map[string]string // child scopes, by name
+	approved    []approvedSend    // several approved sends held at once
+	branchSends []approvedSend    // the approved send each branch of a map presented
+
+	permitTTL   int            // the TTL the next approval asks for, when not the default
+	sparePermit string         // an approved permit left unused, for the retention sweep to remove
+	sweep       map[string]any // the last retention sweep's answer
+	asked       int            // requests the destination had received when the suite last looked
 }
 
 type asyncResult struct {
@@ -146,6 +166,8 @@ func st(ctx context.Context) *state {
 		return &state{emailIdem: "none", emailAttempts: 1}
 	}).(*state)
 }
+
+var quoted = regexp.MustCompile(`"([^"]*)"`)
 
 func random(prefix string) string { return prefix + strings.ReplaceAll(uuid.NewString(), "-", "") }
 
@@ -193,9 +215,8 @@ func (s *state) edit(ctx context.Context, f func(sec map[string]any)) error {
 }
 
 // secondHost acquires the second host on the shared store: the same section
-// (another email destination when asked), with the seams off. The seams are
-// the difference that makes it a second configuration, hence a second host;
-// the first host always has them on when a store is shared.
+// (another email destination or deployment policy when asked), labelled
+// "second", with the seams on like the first.
 func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	if s.second != nil {
 		return s.second, nil
@@ -214,7 +235,14 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 		email := sec["email"].(map[string]any)
 		email["url"] = s.mail2.url
 	}
-	cfg, err := target.NewConfig(map[string]any{family: sec}, false)
+	if s.secondDeployment != nil {
+		sec["deployment"] = s.secondDeployment
+	}
+	// Its own label makes it a second configuration, hence a second host;
+	// it has its seams too, so that it meets the first at the barrier the
+	// two hosts share in their store.
+	sec["instance_name"] = "second"
+	cfg, err := target.NewConfig(map[string]any{family: sec}, true)
 	if err != nil {
 		return nil, steps.Fault("the second host's configuration does not encode: %v", err)
 	}
@@ -377,8 +405,12 @@ func registerHost(c *steps.Catalog) {
 	c.Given(`^the hosts presume a silent host crashed after (\d+) ms$`, func(ctx context.Context, ms int) error {
 		return st(ctx).edit(ctx, func(sec map[string]any) { sec["claim_lease_ms"] = ms })
 	})
-	c.Given(`^a second AGL host shares the first host's operation store( but sends email to another destination)?$`, func(ctx context.Context, other string) error {
+	c.Given(`^a second AGL host shares the first host's operation store( but sends email to another destination| but its deployment policy allows recipients only in "[^"]*")?$`, func(ctx context.Context, other string) error {
 		s, w := st(ctx), steps.From(ctx)
+		if m := quoted.FindStringSubmatch(other); m != nil {
+			s.secondDeployment = map[string]any{"allowed_recipient_domains": csv(m[1])}
+			other = ""
+		}
 		dir, err := os.MkdirTemp("", "parley-agl-shared-*")
 		if err != nil {
 			return steps.Fault("cannot make a directory for the shared operation store: %v", err)
@@ -395,12 +427,20 @@ func registerHost(c *steps.Catalog) {
 		}
 		return s.edit(ctx, func(sec map[string]any) { sec["database_path"] = filepath.Join(dir, "operations.db") })
 	})
-	c.Given(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts$`, func(ctx context.Context, n int) error {
+	c.Given(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts(?:, (\d+) ms apart)?(?:, retrying only on (\w+))?$`, func(ctx context.Context, n int, backoff, retryOn string) error {
 		s := st(ctx)
 		if s.ready {
 			return steps.Fault("the contracts are already registered")
 		}
 		s.emailIdem, s.emailAttempts = "destination_key", n
+		if backoff != "" {
+			if _, err := fmt.Sscan(backoff, &s.emailBackoff); err != nil {
+				return steps.Fault("backoff %q: %v", backoff, err)
+			}
+		}
+		if retryOn != "" {
+			s.emailRetryOn = []string{retryOn}
+		}
 		return nil
 	})
 	c.Given(`^a principal whose agent may use the email and transfer operations under a grant from the authorization service$`, func(ctx context.Context) error {
@@ -496,8 +536,19 @@ func (s *state) emailContract(ctx context.Context, name, version string, attempt
 		"protocol_outcomes":      map[string]any{"success": "Sent", "no_effect": "FailedNoEffect", "uncertain": "Unknown"},
 		"approval_requirement":   map[string]any{"required": true, "role": "operator"},
 		"idempotency_contract":   map[string]any{"kind": s.emailIdem},
-		"scheduling_contract":    map[string]any{"max_attempts": attempts},
+		"scheduling_contract":    s.emailScheduling(attempts),
 	}
+}
+
+func (s *state) emailScheduling(attempts int) map[string]any {
+	sc := map[string]any{"max_attempts": attempts}
+	if s.emailBackoff > 0 {
+		sc["backoff_ms"] = s.emailBackoff
+	}
+	if s.emailRetryOn != nil {
+		sc["retry_on"] = s.emailRetryOn
+	}
+	return sc
 }
 
 func (s *state) transferContract(ctx context.Context, name string, effects []string) map[string]any {

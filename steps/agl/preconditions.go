@@ -23,11 +23,12 @@ const (
 	preGrantRevoked      = "agl.precondition.grant-revoked"
 	preDelegated         = "agl.precondition.narrower-delegation"
 	preConditions        = "agl.precondition.dispatch-conditions"
+	preBudget            = "agl.precondition.budget-opened"
 )
 
 // preconditions lists them all, for the test that holds them to the registry.
 var preconditions = []string{
 	preContracts, preAgent, preGrant, preScopedGrant, preDraft, preDraftEdited, preSendProposed,
 	preTransferProposed, preApprovalRequested, preApproved, preOperationNamed, preDispatched,
-	preUnknown, prePermitRevoked, preGrantRevoked, preDelegated, preConditions,
+	preUnknown, prePermitRevoked, preGrantRevoked, preDelegated, preConditions, preBudget,
 }

@@ -5,10 +5,13 @@
 //	GET  /lookup?key=K    {"found":bool,"message_id":...}: authoritative receiver lookup
 //	GET  /effects         {"total":n,"effects":[...]}; ?operation_id= or ?key= filters
 //	DELETE /effects       forget everything
-//	POST /faults          {"mode":"reject"|"fail_after_effect"|"garbage_after_effect"|"hang_after_effect","count":n}
+//	GET  /requests        {"requests":[...]}: every request /send and /lookup received, in order
+//	POST /faults          {"mode":"reject"|"fail_after_effect"|"garbage_after_effect"|"hang_after_effect"|
+//	                       "hang_before_effect"|"hang_lookup","count":n}
 //
 // With Idempotent set it honours the Idempotency-Key: a repeated key is
-// answered with the first receipt and no new effect. Without it every
+// answered with the first receipt and no new effect (a fault armed for the
+// next message still shapes that answer). Without it every
 // accepted POST is a new effect, like most real email and payment APIs.
 // A 4xx answer always means the message was rejected before any effect.
 package fakemail
@@ -38,7 +41,26 @@ const (
 	FaultFailAfterEffect = "fail_after_effect"    // effect, then 500
 	FaultGarbage         = "garbage_after_effect" // effect, then 200 with invalid JSON
 	FaultHang            = "hang_after_effect"    // effect, then no answer until the client gives up
+	FaultHangNoEffect    = "hang_before_effect"   // no effect, and no answer until the client gives up
+	FaultHangLookup      = "hang_lookup"          // the next lookups get no answer until the client gives up
 )
+
+// Request is one request /send or /lookup received, whatever came of it:
+// the suite's witness of what a host asked the destination, including sends
+// that took no effect and lookups.
+type Request struct {
+	Method      string          `json:"method"`
+	Path        string          `json:"path"`
+	Key         string          `json:"idempotency_key,omitempty"`
+	OperationID string          `json:"operation_id,omitempty"`
+	Query       string          `json:"query,omitempty"`
+	At          time.Time       `json:"at"`
+	Body        json.RawMessage `json:"body,omitempty"`
+	// Fault is the fault mode the request met, if any.
+	Fault string `json:"fault,omitempty"`
+	// Abandoned says the client gave up before the destination answered.
+	Abandoned bool `json:"abandoned,omitempty"`
+}
 
 type Fault struct {
 	Mode  string `json:"mode"`
@@ -49,11 +71,13 @@ type Fault struct {
 type Server struct {
 	Idempotent bool
 
-	mu      sync.Mutex
-	effects []Effect
-	byKey   map[string]string
-	faults  []Fault
-	mux     *http.ServeMux
+	mu       sync.Mutex
+	effects  []Effect
+	byKey    map[string]string
+	faults   []Fault
+	lookups  []Fault
+	requests []Request
+	mux      *http.ServeMux
 }
 
 // New returns a destination; idempotent selects whether it deduplicates by
@@ -65,6 +89,7 @@ func New(idempotent bool) *Server {
 	s.mux.HandleFunc("GET /effects", s.list)
 	s.mux.HandleFunc("DELETE /effects", s.reset)
 	s.mux.HandleFunc("POST /faults", s.addFault)
+	s.mux.HandleFunc("GET /requests", s.listRequests)
 	return s
 }
 
@@ -97,27 +122,56 @@ func (s *Server) Effects() []Effect {
 	return append([]Effect(nil), s.effects...)
 }
 
-// Inject arms a fault for the next f.Count sends (1 when zero).
+// Requests returns a copy of every request /send and /lookup received.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Inject arms a fault for the next f.Count sends (1 when zero), or, for
+// hang_lookup, the next f.Count lookups.
 func (s *Server) Inject(f Fault) {
 	if f.Count <= 0 {
 		f.Count = 1
 	}
 	s.mu.Lock()
-	s.faults = append(s.faults, f)
+	if f.Mode == FaultHangLookup {
+		s.lookups = append(s.lookups, f)
+	} else {
+		s.faults = append(s.faults, f)
+	}
 	s.mu.Unlock()
 }
 
-func (s *Server) takeFault() string {
-	if len(s.faults) == 0 {
+func take(list *[]Fault) string {
+	if len(*list) == 0 {
 		return ""
 	}
-	f := &s.faults[0]
+	f := &(*list)[0]
 	f.Count--
 	mode := f.Mode
 	if f.Count <= 0 {
-		s.faults = s.faults[1:]
+		*list = (*list)[1:]
 	}
 	return mode
+}
+
+func (s *Server) takeFault() string { return take(&s.faults) }
+
+// record logs a request (the caller holds mu) and returns its index.
+func (s *Server) record(r *http.Request, body []byte, fault string) int {
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Key: r.Header.Get("Idempotency-Key"),
+		OperationID: r.Header.Get("X-AGL-Operation-Id"), Query: r.URL.RawQuery, At: time.Now().UTC(), Body: body, Fault: fault})
+	return len(s.requests) - 1
+}
+
+// hang holds the request until its client gives up, and notes that it did.
+func (s *Server) hang(r *http.Request, i int) {
+	<-r.Context().Done()
+	s.mu.Lock()
+	s.requests[i].Abandoned = true
+	s.mu.Unlock()
 }
 
 func newMessageID() string {
@@ -141,23 +195,28 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	s.mu.Lock()
 	mode := s.takeFault()
-	if mode == FaultReject {
+	req := s.record(r, body, mode)
+	switch mode {
+	case FaultReject:
 		s.mu.Unlock()
 		writeJSON(w, 422, map[string]any{"error": "rejected before sending"})
 		return
+	case FaultHangNoEffect:
+		s.mu.Unlock()
+		s.hang(r, req)
+		return
 	}
-	if s.Idempotent && key != "" {
-		if id, ok := s.byKey[key]; ok {
-			s.mu.Unlock()
-			writeJSON(w, 200, map[string]any{"message_id": id, "duplicate": true})
-			return
-		}
-	}
-	id := newMessageID()
-	s.effects = append(s.effects, Effect{MessageID: id, Key: key, OperationID: r.Header.Get("X-AGL-Operation-Id"), At: time.Now().UTC(), Body: body})
-	if key != "" {
-		if _, seen := s.byKey[key]; !seen {
-			s.byKey[key] = id
+	// A repeated key at a deduplicating destination takes no new effect;
+	// a fault armed for it still applies to its answer.
+	id, duplicate := s.byKey[key]
+	duplicate = duplicate && s.Idempotent && key != ""
+	if !duplicate {
+		id = newMessageID()
+		s.effects = append(s.effects, Effect{MessageID: id, Key: key, OperationID: r.Header.Get("X-AGL-Operation-Id"), At: time.Now().UTC(), Body: body})
+		if key != "" {
+			if _, seen := s.byKey[key]; !seen {
+				s.byKey[key] = id
+			}
 		}
 	}
 	s.mu.Unlock()
@@ -169,9 +228,9 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(200)
 		io.WriteString(w, `{"message_id": `)
 	case FaultHang:
-		<-r.Context().Done()
+		s.hang(r, req)
 	default:
-		writeJSON(w, 200, map[string]any{"message_id": id, "duplicate": false})
+		writeJSON(w, 200, map[string]any{"message_id": id, "duplicate": duplicate})
 	}
 }
 
@@ -180,8 +239,14 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 func (s *Server) lookup(w http.ResponseWriter, r *http.Request) {
 	key := r.URL.Query().Get("key")
 	s.mu.Lock()
+	mode := take(&s.lookups)
+	req := s.record(r, nil, mode)
 	id, ok := s.byKey[key]
 	s.mu.Unlock()
+	if mode == FaultHangLookup {
+		s.hang(r, req)
+		return
+	}
 	if !ok {
 		writeJSON(w, 200, map[string]any{"found": false})
 		return
@@ -202,9 +267,13 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"total": len(out), "idempotent": s.Idempotent, "effects": out})
 }
 
+func (s *Server) listRequests(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, map[string]any{"requests": s.Requests()})
+}
+
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
-	s.effects, s.byKey, s.faults = nil, map[string]string{}, nil
+	s.effects, s.byKey, s.faults, s.lookups, s.requests = nil, map[string]string{}, nil, nil, nil
 	s.mu.Unlock()
 	w.WriteHeader(204)
 }
@@ -216,7 +285,7 @@ func (s *Server) addFault(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch f.Mode {
-	case FaultReject, FaultFailAfterEffect, FaultGarbage, FaultHang:
+	case FaultReject, FaultFailAfterEffect, FaultGarbage, FaultHang, FaultHangNoEffect, FaultHangLookup:
 	default:
 		writeJSON(w, 422, map[string]any{"error": "unknown mode"})
 		return

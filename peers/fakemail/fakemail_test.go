@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,39 @@ func TestFaults(t *testing.T) {
 	st, _ = post(t, srv.URL, "b")
 	assert.Equal(t, 500, st)
 	assert.Equal(t, 1, s.Count(), "the effect happened before the failure")
+}
+
+// TestHangsAndRequestLog: a hang before the effect records no effect, a hang
+// after it records one; both are logged as requests the client abandoned,
+// and a hung lookup is logged too.
+func TestHangsAndRequestLog(t *testing.T) {
+	s := New(false)
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	hc := &http.Client{Timeout: 200 * time.Millisecond}
+	send := func() error {
+		req, _ := http.NewRequest("POST", srv.URL+"/send", strings.NewReader(`{"to":"bob"}`))
+		req.Header.Set("Idempotency-Key", "k")
+		res, err := hc.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		return err
+	}
+	s.Inject(Fault{Mode: FaultHangNoEffect})
+	require.Error(t, send())
+	assert.Equal(t, 0, s.Count())
+	s.Inject(Fault{Mode: FaultHang})
+	require.Error(t, send())
+	assert.Equal(t, 1, s.Count())
+	s.Inject(Fault{Mode: FaultHangLookup})
+	_, err := hc.Get(srv.URL + "/lookup?key=k")
+	require.Error(t, err)
+	require.Eventually(t, func() bool {
+		reqs := s.Requests()
+		return len(reqs) == 3 && reqs[0].Abandoned && reqs[1].Abandoned && reqs[2].Abandoned
+	}, 2*time.Second, 10*time.Millisecond)
+	reqs := s.Requests()
+	assert.Equal(t, []string{FaultHangNoEffect, FaultHang, FaultHangLookup}, []string{reqs[0].Fault, reqs[1].Fault, reqs[2].Fault})
+	assert.Equal(t, "/lookup", reqs[2].Path)
 }

@@ -1,0 +1,72 @@
+// Package aglpython certifies the second AGL host, a Python implementation
+// of agl-binding/1 written from docs/hosts/agl.md, docs/agl-binding.md and
+// the AGL proposal, through the exec target: the way any independent host
+// is certified.
+package aglpython
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
+)
+
+// TestPythonHostPassesTheAGLProfiles runs every AGL scenario against
+// aglhost.py and requires executed-pass on every scored AGL requirement.
+// PARLEY_TAGS narrows the scenarios.
+func TestPythonHostPassesTheAGLProfiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Python host per scenario")
+	}
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 is not installed: the second AGL host (examples/hosts/agl-python) cannot be certified on this machine")
+	}
+	script, err := filepath.Abs("aglhost.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt, err := target.NewExec(py + " " + script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := scenarios.LoadCorpus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := os.Getenv("PARLEY_TAGS")
+	if tags == "" {
+		tags = "@profile:agl-core,@profile:agl-operation-store"
+	}
+	var progress strings.Builder
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags, Progress: &progress, Concurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed := 0
+	for _, r := range res.Rows {
+		e, _ := reg.Lookup(r.ID)
+		switch {
+		case r.Result == verdict.ExecutedPass:
+			passed++
+		case e.Scored():
+			t.Errorf("%s: %s: %s", r.ID, r.Result, r.Detail)
+		}
+	}
+	t.Logf("the Python host passed %d requirements (seed %d)", passed, res.Seed)
+	if t.Failed() {
+		t.Log(progress.String())
+	}
+}

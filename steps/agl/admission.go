@@ -1,0 +1,534 @@
+package agl
+
+// Steps for dispatcher step 6 (admission: concurrency and budget scopes),
+// cancellation, and parallel branches (map and race): spec sections 7 and 9.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/parley-conformance/parley/peers/fakemail"
+	"github.com/parley-conformance/parley/steps"
+)
+
+const (
+	statusOp   = "mail.delivery_status"
+	statusImpl = "email.status/v1"
+)
+
+// named is a dispatch the scenario started and will wait for by name.
+type named struct {
+	done      chan asyncResult
+	opID      string
+	permitID  string
+	permitTok string
+}
+
+// approvedSend is one of several approved sends a scenario holds at once.
+type approvedSend struct{ handle, permitID, permitToken, opID string }
+
+// admissionState reads the host's step-6 seam.
+func (s *state) admissionState(ctx context.Context) (map[string]any, error) {
+	w := steps.From(ctx)
+	r, err := w.Seam(ctx, http.MethodGet, seamPath+"/admission", nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Assert(r.Status == http.StatusOK, "the admission seam answered %s", r); err != nil {
+		return nil, err
+	}
+	if err := w.ExpectSchema("agl/seam-admission.json", r.Body); err != nil {
+		return nil, err
+	}
+	return r.JSON()
+}
+
+// poll reads until ok holds or 5 s pass; the waiting asserts nothing.
+func poll(what string, read func() (bool, error)) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ok, err := read()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return steps.Fail("5 s passed and %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *state) openScope(ctx context.Context, path, role string, body map[string]any) (*steps.Response, error) {
+	return s.do(ctx, http.MethodPost, api+path, role, body)
+}
+
+// scopeID resolves a scope name a step uses: "root" is the execution's
+// budget, "none" names no scope at all.
+func (s *state) scopeID(name string) (string, error) {
+	switch name {
+	case "none":
+		return "", nil
+	case "root":
+		if s.rootScope == "" {
+			return "", steps.Fault("the execution has no budget")
+		}
+		return s.rootScope, nil
+	}
+	id, ok := s.scopes[name]
+	if !ok {
+		return "", steps.Fault("no scope named %q", name)
+	}
+	return id, nil
+}
+
+// armBarrier arms the host's barrier seam: the next parties requests that
+// reach one of the points wait there until all have arrived.
+func (s *state) armBarrier(ctx context.Context, points []string, parties int) error {
+	if err := s.ensure(ctx); err != nil {
+		return err
+	}
+	w := steps.From(ctx)
+	body := mustJSON(map[string]any{"points": points, "parties": parties, "timeout_ms": 5000})
+	r, err := w.Seam(ctx, http.MethodPost, seamPath+"/barrier", body, http.Header{"Content-Type": {"application/json"}})
+	if err != nil {
+		return err
+	}
+	return w.Assert(r.Status == http.StatusCreated, "the host's barrier seam refused %v for %d parties: %s", points, parties, r)
+}
+
+func registerAdmission(c *steps.Catalog) {
+	c.Given(`^the host admits (\d+) dispatch(?:es)? at a time and lets a dispatch wait (\d+) ms for capacity$`, func(ctx context.Context, n, ms int) error {
+		return st(ctx).edit(ctx, func(sec map[string]any) {
+			sec["max_concurrent_dispatches"] = n
+			sec["admission_wait_ms"] = ms
+		})
+	})
+	c.When(`^the host will pause for (\d+) ms in the claim$`, func(ctx context.Context, ms int) error {
+		return st(ctx).seamFault(ctx, "claim", "delay", map[string]any{"delay_ms": ms})
+	})
+	c.When(`^the host will fail to persist the next (\d+) claims$`, func(ctx context.Context, n int) error {
+		return st(ctx).seamFault(ctx, "claim", "fail", map[string]any{"count": n})
+	})
+
+	// Dispatches in flight, by name.
+	c.When(`^the agent starts dispatching the approved send as "([^"]*)"$`, func(ctx context.Context, name string) error {
+		s := st(ctx)
+		body, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		if s.named == nil {
+			s.named = map[string]*named{}
+		}
+		n := &named{done: make(chan asyncResult, 1), opID: s.opID, permitID: s.permitID, permitTok: s.permitToken}
+		s.named[name] = n
+		go func() {
+			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
+			n.done <- asyncResult{r, err}
+		}()
+		return nil
+	})
+	c.When(`^dispatch "([^"]*)" finishes$`, func(ctx context.Context, name string) error {
+		s := st(ctx)
+		n, ok := s.named[name]
+		if !ok {
+			return steps.Fault("no dispatch named %q was started", name)
+		}
+		res := <-n.done
+		if res.err != nil {
+			return res.err
+		}
+		steps.From(ctx).SetLast(res.r)
+		s.noteOperation(res.r)
+		return nil
+	})
+	c.When(`^the host has a dispatch waiting for capacity$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return poll("no dispatch was waiting for capacity", func() (bool, error) {
+			m, err := s.admissionState(ctx)
+			if err != nil {
+				return false, err
+			}
+			n := intOf(m["waiting"])
+			return n >= 1, nil
+		})
+	})
+	c.When(`^the host has a dispatch paused (in the claim|at the external call)$`, func(ctx context.Context, where string) error {
+		w := steps.From(ctx)
+		boundary := map[string]string{"in the claim": "claim", "at the external call": "external_call"}[where]
+		return poll("no dispatch had reached the pause "+where, func() (bool, error) {
+			r, err := w.Seam(ctx, http.MethodGet, seamPath+"/faults", nil, nil)
+			if err != nil {
+				return false, err
+			}
+			m, err := r.JSON()
+			if err != nil {
+				return false, err
+			}
+			list, _ := m["faults"].([]any)
+			for _, e := range list {
+				f, _ := e.(map[string]any)
+				if n := intOf(f["fired"]); str(f, "boundary") == boundary && n > 0 {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+	})
+	c.Then(`^the host holds no admission slot and no budget reservation$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.admissionState(ctx)
+		if err != nil {
+			return err
+		}
+		res, _ := m["reserved"].(map[string]any)
+		return w.Assert(steps.Text(m["in_use"]) == "0" && steps.Text(m["waiting"]) == "0" && len(res) == 0,
+			"with nothing in flight the host holds %v slot(s), has %v waiting and reserves %v", m["in_use"], m["waiting"], res)
+	})
+	c.When(`^the agent dispatches the approved send (\d+) times, one after another$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		s.results = nil
+		for i := 0; i < n; i++ {
+			b, err := s.approvedBody()
+			if err != nil {
+				return err
+			}
+			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, b, true)
+			if err != nil {
+				return err
+			}
+			s.results = append(s.results, r)
+		}
+		return nil
+	})
+	c.Then(`^each of those dispatches was refused with status 500, code "persistence_failure" and no effect$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		for _, r := range s.results {
+			m, _ := r.JSON()
+			if err := w.Assert(r.Status == 500 && str(m, "error.code") == "persistence_failure" && str(m, "error.detail.effect") == "none" && m != nil,
+				"a dispatch whose claim could not be persisted answered %s", r); err != nil {
+				return err
+			}
+		}
+		return w.Assert(len(s.results) > 0, "no dispatch was made")
+	})
+	c.Then(`^the destination received (\d+) messages$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		return s.expectMessages(ctx, s.mail, "destination", n)
+	})
+
+	// The barrier: contenders meet before the transaction they race for.
+	c.When(`^the hosts? holds? the next (\d+) (claimers|proposers) until all have arrived$`, func(ctx context.Context, n int, who string) error {
+		return st(ctx).armBarrier(ctx, map[string][]string{"claimers": {"claim"}, "proposers": {"propose"}}[who], n)
+	})
+	c.When(`^the host holds the next claimer and editor until both have arrived$`, func(ctx context.Context) error {
+		return st(ctx).armBarrier(ctx, []string{"claim", "edit"}, 2)
+	})
+
+	// Budget scopes.
+	c.Setup(preBudget, `^the operator gives the execution a budget of (\d+) tool calls?$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		r, err := s.openScope(ctx, "/scopes", roleOperator, map[string]any{"execution_id": s.exec, "budget": map[string]any{"tool_calls": n}})
+		m, err := got(r, err).want(preBudget, 201)
+		if err != nil {
+			return err
+		}
+		if s.rootScope = str(m, "scope_id"); s.rootScope == "" {
+			return steps.Precondition(preBudget, steps.Fail("the execution's budget scope has no scope_id: %s", r))
+		}
+		return nil
+	})
+	c.When(`^the workflow opens a child scope of the execution's budget with (\d+) tool calls?$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if s.rootScope == "" {
+			return steps.Fault("the execution has no budget")
+		}
+		_, err := s.openScope(ctx, "/scopes/"+s.rootScope+"/children", roleNone, map[string]any{"budget": map[string]any{"tool_calls": n}})
+		return err
+	})
+	c.Setup(preBudget, `^the workflow opens two child scopes, "([^"]*)" and "([^"]*)", each with (\d+) tool calls$`, func(ctx context.Context, a, b string, n int) error {
+		s := st(ctx)
+		if s.rootScope == "" {
+			return steps.Fault("the execution has no budget")
+		}
+		s.scopes = map[string]string{}
+		for _, name := range []string{a, b} {
+			r, err := s.openScope(ctx, "/scopes/"+s.rootScope+"/children", roleNone, map[string]any{"budget": map[string]any{"tool_calls": n}})
+			m, err := got(r, err).want(preBudget, 201)
+			if err != nil {
+				return err
+			}
+			if s.scopes[name] = str(m, "scope_id"); s.scopes[name] == "" {
+				return steps.Precondition(preBudget, steps.Fail("the child scope has no scope_id: %s", r))
+			}
+		}
+		return nil
+	})
+	c.When(`^the agent dispatches an approved send in scope "([^"]*)"$`, func(ctx context.Context, name string) error {
+		s := st(ctx)
+		id, err := s.scopeID(name)
+		if err != nil {
+			return err
+		}
+		if err := s.approveSend(ctx, "bob@example.com"); err != nil {
+			return err
+		}
+		b, err := s.approvedBody()
+		if err != nil {
+			return err
+		}
+		if id != "" {
+			b["scope_id"] = id
+		}
+		return s.dispatch(ctx, false, b)
+	})
+	c.Then(`^the execution's budget shows (\d+) tool calls? used$`, func(ctx context.Context, n int) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, m, err := s.read(ctx, api+"/scopes/"+s.rootScope, roleNone)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status == http.StatusOK, "reading the execution's budget: %s", r); err != nil {
+			return err
+		}
+		if err := w.ExpectSchema("agl/scope.json", r.Body); err != nil {
+			return err
+		}
+		used, _ := steps.Lookup(m, "used.tool_calls")
+		return w.Assert(steps.Text(used) == strconv.Itoa(n), "the execution's budget shows %s tool call(s) used, want %d: %s", steps.Text(used), n, r)
+	})
+	c.Then(`^the refusal names the execution's budget as the one spent$`, func(ctx context.Context) error {
+		s := st(ctx)
+		return steps.From(ctx).ExpectField("error.detail.scope_id", s.rootScope)
+	})
+
+	// Several approved sends at once, and parallel maps over them.
+	c.Setup(preApproved, `^the principal has (\d+) approved sends of drafts to "([^"]*)"$`, func(ctx context.Context, n int, to string) error {
+		s := st(ctx)
+		s.approved = nil
+		for i := 0; i < n; i++ {
+			if err := s.approveSend(ctx, to); err != nil {
+				return err
+			}
+			s.approved = append(s.approved, approvedSend{handle: s.propHandle, permitID: s.permitID, permitToken: s.permitToken, opID: s.opID})
+		}
+		return nil
+	})
+	c.When(`^the workflow maps branches over the approved sends, presenting the permits of sends "([^"]*)"$`, func(ctx context.Context, list string) error {
+		s := st(ctx)
+		var branches []any
+		s.branchSends = nil
+		for _, p := range csv(list) {
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 1 || i > len(s.approved) {
+				return steps.Fault("no approved send %q", p)
+			}
+			a := s.approved[i-1]
+			s.branchSends = append(s.branchSends, a)
+			branches = append(branches, map[string]any{"operation": sendOp, "arguments": map[string]any{"draft": a.handle}, "permit_token": a.permitToken})
+		}
+		_, err := s.do(ctx, http.MethodPost, api+"/parallel", roleNone, map[string]any{"mode": "map", "execution_id": s.exec,
+			"principal": s.me.principal, "agent_id": s.me.agent, "grant_token": s.grant(), "branches": branches})
+		return err
+	})
+	c.Then(`^no approved send's permit is consumed$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		for _, a := range s.approved {
+			r, m, err := s.read(ctx, api+"/permits/"+a.permitID, roleNone)
+			if err != nil {
+				return err
+			}
+			if err := w.Assert(r.Status == http.StatusOK && str(m, "permit_id") == a.permitID && m["consumed_at"] == nil, "permit %s: %s", a.permitID, r); err != nil {
+				return err
+			}
+		}
+		return w.Assert(len(s.approved) > 0, "no approved sends")
+	})
+	c.Then(`^every branch completed under its own send's operation$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := w.ExpectStatus(http.StatusOK); err != nil {
+			return err
+		}
+		r, _ := w.LastResponse()
+		if err := w.ExpectSchema("agl/parallel-result.json", r.Body); err != nil {
+			return err
+		}
+		m, _ := r.JSON()
+		results, _ := m["results"].([]any)
+		if err := w.Assert(len(results) == len(s.branchSends), "the map answered %d results for %d branches", len(results), len(s.branchSends)); err != nil {
+			return err
+		}
+		for i, e := range results {
+			res, _ := e.(map[string]any)
+			if err := w.Assert(steps.Text(res["index"]) == strconv.Itoa(i) && str(res, "operation.state") == "Completed" && str(res, "operation.operation_id") == s.branchSends[i].opID,
+				"branch %d ended %v, want Completed as operation %s", i, res, s.branchSends[i].opID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
+	// A race of reads.
+	c.Setup(preContracts, `^the email delivery-status read is registered and in the agent's tool set$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		contract := map[string]any{
+			"qualified_name": statusOp, "contract_version": "1", "implementation": statusImpl,
+			"implementation_fingerprint": s.implementationFingerprint(ctx, statusImpl),
+			"input_type": map[string]any{"type": "object", "required": []string{"message_key"},
+				"properties": map[string]any{"message_key": map[string]any{"type": "string", "minLength": 1}}},
+			"authority_requirements": []any{}, "possible_effects": []string{"external_read"}, "protocol_preconditions": []any{},
+			"approval_requirement": map[string]any{"required": false}, "idempotency_contract": map[string]any{"kind": "none"},
+			"scheduling_contract": map[string]any{"max_attempts": 1},
+		}
+		if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, contract)).want(preContracts, 201); err != nil {
+			return err
+		}
+		if _, err := got(s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp, statusOp},
+			[]string{s.me.mailbox}, []string{s.me.account}, nil))).want(preGrant, 201); err != nil {
+			return err
+		}
+		r := steps.From(ctx).Last()
+		m, _ := r.JSON()
+		if s.grantOverride = str(m, "grant_token"); s.grantOverride == "" {
+			return steps.Precondition(preGrant, steps.Fail("the grant covering the read carries no grant_token: %s", r))
+		}
+		steps.From(ctx).Secret(s.grantOverride)
+		return s.putAgent(ctx, s.me, []string{sendOp, transferOp, statusOp}, []string{"external_write", "email_send", "financial_write", "external_read"})
+	})
+	c.Given(`^the destination will hang on the next (\d+) lookups?$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if s.mail == nil {
+			return steps.Fault("describe the AGL host before its destination")
+		}
+		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultHangLookup, Count: n})
+		return nil
+	})
+	c.When(`^the workflow races (\d+) reads of the delivery status$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		var branches []any
+		for i := 0; i < n; i++ {
+			branches = append(branches, map[string]any{"operation": statusOp, "arguments": map[string]any{"message_key": random("key-")}})
+		}
+		_, err := s.do(ctx, http.MethodPost, api+"/parallel", roleNone, map[string]any{"mode": "race", "execution_id": s.exec,
+			"principal": s.me.principal, "agent_id": s.me.agent, "grant_token": s.grant(), "branches": branches})
+		return err
+	})
+	c.Then(`^the race has one winner, which completed, and every other branch ended FailedNoEffect, cancelled$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if err := w.ExpectStatus(http.StatusOK); err != nil {
+			return err
+		}
+		r, _ := w.LastResponse()
+		if err := w.ExpectSchema("agl/parallel-result.json", r.Body); err != nil {
+			return err
+		}
+		m, _ := r.JSON()
+		results, _ := m["results"].([]any)
+		winner := steps.Text(m["winner"])
+		s.calls = nil
+		completed := 0
+		for i, e := range results {
+			res, _ := e.(map[string]any)
+			s.calls = append(s.calls, str(res, "operation.operation_id"))
+			if strconv.Itoa(i) == winner {
+				completed++
+				if err := w.Assert(str(res, "operation.state") == "Completed", "the winning branch %d ended %v", i, res); err != nil {
+					return err
+				}
+				continue
+			}
+			if err := w.Assert(str(res, "operation.state") == "FailedNoEffect" && str(res, "operation.outcome.failure") == "cancelled",
+				"losing branch %d ended %v, want its operation FailedNoEffect with failure cancelled", i, res); err != nil {
+				return err
+			}
+		}
+		return w.Assert(completed == 1 && len(results) > 1, "the race of %d branches named winner %s", len(results), winner)
+	})
+	c.Then(`^no operation of the execution is left Claimed$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		r, m, err := s.read(ctx, api+"/operations?execution_id="+s.exec, roleNone)
+		if err != nil {
+			return err
+		}
+		list, _ := m["operations"].([]any)
+		seen := map[string]string{}
+		for _, e := range list {
+			op, _ := e.(map[string]any)
+			seen[str(op, "operation_id")] = str(op, "state")
+		}
+		for _, id := range s.calls {
+			st, ok := seen[id]
+			if err := w.Assert(ok && st != "Claimed" && st != "Pending", "operation %s of the race is %q in the host's list: %s", id, st, r); err != nil {
+				return err
+			}
+		}
+		return w.Assert(len(s.calls) > 0, "the race ran no operation")
+	})
+	c.Then(`^every lookup the destination held was abandoned by the host$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		// The host's cancellation reaches the destination as a closed
+		// connection, a moment after the race answered: wait for it.
+		var held, abandoned int
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			held, abandoned = 0, 0
+			for _, r := range s.mail.fake.Requests() {
+				if r.Fault == fakemail.FaultHangLookup {
+					held++
+					if r.Abandoned {
+						abandoned++
+					}
+				}
+			}
+			if (held > 0 && held == abandoned) || time.Now().After(deadline) {
+				break
+			}
+		}
+		w.Observe(nil)
+		return w.Assert(held > 0 && held == abandoned, "the destination held %d lookup(s); the host abandoned %d of them", held, abandoned)
+	})
+
+	// Cancellation.
+	c.When(`^the agent cancels the operation(?: of dispatch "([^"]*)")?$`, func(ctx context.Context, name string) error {
+		s := st(ctx)
+		id := s.opID
+		if name != "" {
+			n, ok := s.named[name]
+			if !ok {
+				return steps.Fault("no dispatch named %q", name)
+			}
+			id = n.opID
+		}
+		if id == "" {
+			return steps.Precondition(preOperationNamed, steps.Fail("no proposal named the operation to cancel"))
+		}
+		_, err := s.do(ctx, http.MethodPost, api+"/operations/"+id+"/cancel", roleNone, map[string]any{"grant_token": s.grant()})
+		return err
+	})
+	c.Then(`^the cancellation came (before|after) the claim$`, func(ctx context.Context, when string) error {
+		w := steps.From(ctx)
+		if err := w.ExpectStatus(http.StatusOK); err != nil {
+			return err
+		}
+		r, _ := w.LastResponse()
+		if err := w.ExpectSchema("agl/cancel-result.json", r.Body); err != nil {
+			return err
+		}
+		return w.ExpectField("phase", when+"_claim")
+	})
+}
+
+// intOf reads an integer the host sent; anything else reads as 0.
+func intOf(v any) int64 {
+	n, _ := v.(json.Number)
+	i, _ := n.Int64()
+	return i
+}
