@@ -286,6 +286,7 @@ func (h *Host) Handler() http.Handler {
 	mux.HandleFunc("GET "+p+"/operations", h.hListOperations)
 	mux.HandleFunc("POST "+p+"/operations/{id}/reconcile", h.hReconcile)
 	mux.HandleFunc("GET "+p+"/audit", h.hAudit)
+	mux.HandleFunc("POST "+p+"/workflows/check", h.hCheckWorkflow) // the checker, workflows.go
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, &Denial{Code: "not_found", Category: "request", Status: 404, Message: "no such endpoint in " + BindingVersion})
 	})

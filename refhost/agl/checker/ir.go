@@ -29,7 +29,7 @@ const Version = "parley-refhost-checker/1"
 
 // Limits on a workflow, so that a hostile document cannot exhaust the host.
 const (
-	MaxNesting    = 24   // nested blocks
+	MaxNesting    = 12   // nested blocks
 	MaxStatements = 4000 // statements in all
 )
 
