@@ -43,6 +43,7 @@ func Register(c *steps.Catalog) {
 	registerHost(c)
 	registerActions(c)
 	registerChecks(c)
+	registerChecker(c) // the workflow checker, checker.go
 }
 
 // destination is a fake destination the suite runs for one scenario, with a
