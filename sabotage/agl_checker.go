@@ -198,8 +198,8 @@ func chkDenial(status int, code string) *Response {
 }
 
 var aglCheckerRules = []Rule{
-	{ID: "agl.protocol.static-judgment", Broken: "keeps a resource available after a join however the joining paths left it",
-		Response: chkBlind("AGL-E0210")},
+	{ID: "agl.protocol.static-judgment", Broken: "keeps a resource, and a name a branch bound, available after a join however the joining paths left it",
+		Response: chkBlind("AGL-E0210", "AGL-E0001")},
 	{ID: "agl.protocol.static-judgment", Variant: "rejects-joins", Broken: "rejects every workflow with a conditional or a match, sound or not",
 		Response: chkStrict("AGL-E0210", "joins are not supported", chkKind("if", "match"))},
 	{ID: "agl.checker.boolean-no-narrowing", Broken: "lets a Bool narrow a resource, be matched as an outcome and stand in for a permit",

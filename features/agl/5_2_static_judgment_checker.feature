@@ -27,16 +27,17 @@ Feature: The protocol and ownership checker's judgment
       | join/outcome-states-finished | email_send, external_write | -                       |
 
   @req:agl.protocol.static-judgment @profile:agl-checker
-  Scenario Outline: Using a resource the joining paths disagree on is rejected
+  Scenario Outline: Using a resource the joining paths disagree on, or a name one branch bound, is rejected
     When the checker checks the workflow "<workflow>"
-    Then the checker rejects it with "AGL-E0210" at <span>
+    Then the checker rejects it with "<code>" at <span>
 
     Examples:
-      | workflow                            | span        |
-      | join/consumed-on-one-branch         | 14:29-14:30 |
-      | join/states-differ-used-after       | 13:26-13:27 |
-      | join/match-states-differ-used-after | 22:29-22:30 |
-      | try/join-disagrees                  | 17:29-17:30 |
+      | workflow                            | code      | span        |
+      | join/consumed-on-one-branch         | AGL-E0210 | 14:29-14:30 |
+      | join/states-differ-used-after       | AGL-E0210 | 13:26-13:27 |
+      | join/match-states-differ-used-after | AGL-E0210 | 22:29-22:30 |
+      | try/join-disagrees                  | AGL-E0210 | 17:29-17:30 |
+      | join/branch-local-name              | AGL-E0001 | 15:18-15:20 |
 
   @req:agl.checker.boolean-no-narrowing @profile:agl-checker
   Scenario Outline: A Bool may steer control flow; only a Granted outcome narrows a resource

@@ -188,8 +188,6 @@ func (t Type) String() string {
 	return t.Value
 }
 
-func (t Type) affine() bool { return t.Handle != "" || t.Permit != "" }
-
 // UnmarshalJSON reads either form.
 func (t *Type) UnmarshalJSON(b []byte) error {
 	var s string

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -484,5 +483,3 @@ func (g *gen) sendFlow(depth int, h, p string) []*Stmt {
 	return []*Stmt{{Kind: KCall, Span: g.span(), Op: "mail.send_email", Args: args("draft", v(h)), Permit: v(p), Bind: &Bind{Name: s}},
 		{Kind: KMatch, Span: g.span(), On: v(s), Arms: arms}}
 }
-
-var _ = sort.Strings
