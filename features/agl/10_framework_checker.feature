@@ -17,12 +17,13 @@ Feature: Checked workflows and module interfaces
     Then the response is refused with status 422 and code "<code>"
 
     Examples:
-      | how                                     | code                   |
-      | declaring IR version "agl-workflow/2"   | unsupported_ir_version |
-      | declaring IR version "agl-workflow/0.9" | unsupported_ir_version |
-      | with an unknown statement kind          | invalid_workflow       |
-      | with a statement that has no span       | invalid_workflow       |
-      | with a member the IR does not define    | invalid_workflow       |
+      | how                                                          | code                   |
+      | declaring IR version "agl-workflow/2"                        | unsupported_ir_version |
+      | declaring IR version "agl-workflow/0.9"                      | unsupported_ir_version |
+      | with an unknown statement kind                               | invalid_workflow       |
+      | with a statement that has no span                            | invalid_workflow       |
+      | with a member the IR does not define                         | invalid_workflow       |
+      | with an operation that does not say whether it is idempotent | invalid_workflow       |
 
   @req:agl.checker.certificate @profile:agl-checker
   Scenario Outline: A workflow that checks is certified: that very document, its effect bound, what it leaves available

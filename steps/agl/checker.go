@@ -208,7 +208,7 @@ func registerChecker(c *steps.Catalog) {
 		}
 		return cst(ctx).check(ctx, name, reordered(m))
 	})
-	c.When(`^the checker checks the workflow "([^"]*)" (declaring IR version "[^"]*"|with an unknown statement kind|with a statement that has no span|with a member the IR does not define)$`, func(ctx context.Context, name, how string) error {
+	c.When(`^the checker checks the workflow "([^"]*)" (declaring IR version "[^"]*"|with an unknown statement kind|with a statement that has no span|with a member the IR does not define|with an operation that does not say whether it is idempotent)$`, func(ctx context.Context, name, how string) error {
 		doc, err := fixture(name)
 		if err != nil {
 			return err
@@ -226,6 +226,10 @@ func registerChecker(c *steps.Catalog) {
 			first["kind"] = "teleport"
 		case how == "with a statement that has no span":
 			delete(first, "span")
+		case how == "with an operation that does not say whether it is idempotent":
+			ops, _ := m["operations"].([]any)
+			op, _ := ops[0].(map[string]any)
+			delete(op, "idempotent")
 		default:
 			first["priority"] = "high"
 		}

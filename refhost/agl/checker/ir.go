@@ -432,6 +432,13 @@ func Decode(b []byte) (*Workflow, error) {
 	if err := strictUnmarshal(b, &wf); err != nil {
 		return nil, &InvalidError{Msg: err.Error()}
 	}
+	var generic map[string]any
+	if err := json.Unmarshal(b, &generic); err != nil {
+		return nil, &InvalidError{Msg: err.Error()}
+	}
+	if err := requireMembers("", generic, "workflow"); err != nil {
+		return nil, err
+	}
 	v := &validator{}
 	v.workflow(&wf)
 	if v.err != nil {
@@ -758,4 +765,46 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// required lists, per object of the IR, the members it must carry
+// (schemas/agl/workflow.json), and where its nested objects are.
+var required = map[string][]string{
+	"workflow":  {"name", "span", "protocols", "operations", "agents", "authority", "effect_ceiling", "params", "body"},
+	"protocol":  {"kind", "states", "initial", "span"},
+	"operation": {"name", "inputs", "authority", "effects", "approval", "idempotent", "outcomes", "span"},
+	"input":     {"name", "type"},
+	"outcome":   {"tag", "class", "fields"},
+	"field":     {"name", "type"},
+	"agent":     {"name", "tools", "span"},
+	"param":     {"name", "type", "span"},
+}
+
+var nested = map[string]map[string]string{
+	"workflow":  {"protocols": "protocol", "operations": "operation", "agents": "agent", "params": "param"},
+	"operation": {"inputs": "input", "outcomes": "outcome"},
+	"outcome":   {"fields": "field"},
+}
+
+// requireMembers refuses a declaration that leaves out a member the IR
+// requires (the struct decoding alone would read it as its zero value).
+func requireMembers(path string, v any, what string) *InvalidError {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return &InvalidError{Path: path, Msg: "expected an object"}
+	}
+	for _, k := range required[what] {
+		if _, ok := m[k]; !ok {
+			return &InvalidError{Path: path + "/" + k, Msg: "required"}
+		}
+	}
+	for k, sub := range nested[what] {
+		list, _ := m[k].([]any)
+		for i, e := range list {
+			if err := requireMembers(fmt.Sprintf("%s/%s/%d", path, k, i), e, sub); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
