@@ -402,7 +402,7 @@ func (r Rule) Key() string {
 func Rules() []Rule {
 	var out []Rule
 	seen := map[string]bool{}
-	for _, set := range [][]Rule{contractRefineRules, openWOPRules, agtpRules, aglRules} {
+	for _, set := range [][]Rule{contractRefineRules, openWOPRules, agtpRules, aglRules, aglCheckerRules} {
 		for _, r := range set {
 			if seen[r.Key()] {
 				panic(fmt.Sprintf("sabotage: two rules named %s (give one a Variant)", r.Key()))

@@ -13,6 +13,7 @@ import (
 	messages "github.com/cucumber/messages/go/v34"
 
 	"github.com/parley-conformance/parley/features"
+	aglchecker "github.com/parley-conformance/parley/scenarios/agl-checker"
 )
 
 // Tag prefixes that bind a scenario to the registry.
@@ -96,6 +97,13 @@ func loadCorpus(fsys fs.FS) (*Corpus, error) {
 			}
 			c.Scenarios = append(c.Scenarios, s)
 		}
+	}
+	// The checker's fixtures are what its scenarios send: a changed fixture
+	// is a changed suite even when no feature file moved.
+	for _, name := range aglchecker.Names() {
+		b, _ := aglchecker.Fixture(name)
+		fmt.Fprintf(h, "agl-checker/%s.json\x00%d\x00", name, len(b))
+		h.Write(b)
 	}
 	c.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return c, nil

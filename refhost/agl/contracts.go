@@ -230,8 +230,8 @@ func (h *Host) hRegisterContract(w http.ResponseWriter, r *http.Request) {
 	doc, _ := json.Marshal(c)
 	status := 201
 	err = h.st.tx(r.Context(), func(tx *sql.Tx) error {
-		var ver, oldFP string
-		err := tx.QueryRow(`SELECT contract_version, contract_fp FROM contracts WHERE qualified_name=?`, c.QualifiedName).Scan(&ver, &oldFP)
+		var ver, oldFP, oldDoc string
+		err := tx.QueryRow(`SELECT contract_version, contract_fp, doc FROM contracts WHERE qualified_name=?`, c.QualifiedName).Scan(&ver, &oldFP, &oldDoc)
 		switch {
 		case err == nil && oldFP == fp:
 			status = 200
@@ -239,7 +239,12 @@ func (h *Host) hRegisterContract(w http.ResponseWriter, r *http.Request) {
 		case err == nil && ver == c.ContractVersion:
 			return errAbort{deny(409, "contract_conflict", "proposal_mismatch", 0,
 				"%s version %s is registered with fingerprint %s; a changed contract needs a new contract_version", c.QualifiedName, ver, oldFP)}
-		case err != nil && !isNoRows(err):
+		case err == nil:
+			// Section 10: an incompatible interface change needs a new major version (compat.go).
+			if d := checkCompatibility(ver, oldDoc, &c); d != nil {
+				return errAbort{d}
+			}
+		case !isNoRows(err):
 			return err
 		}
 		var n int

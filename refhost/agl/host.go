@@ -336,6 +336,7 @@ func (h *Host) Handler() http.Handler {
 	mux.HandleFunc("POST "+p+"/scopes/{id}/children", h.hOpenChildScope)
 	mux.HandleFunc("POST "+p+"/operations/{id}/cancel", h.hCancel)
 	mux.HandleFunc("POST "+p+"/parallel", h.hParallel)
+	mux.HandleFunc("POST "+p+"/workflows/check", h.hCheckWorkflow) // the checker, workflows.go
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, &Denial{Code: "not_found", Category: "request", Status: 404, Message: "no such endpoint in " + BindingVersion})
 	})

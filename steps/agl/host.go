@@ -46,6 +46,7 @@ func Register(c *steps.Catalog) {
 	registerActions(c)
 	registerChecks(c)
 	registerRuntime(c)
+	registerChecker(c) // the workflow checker, checker.go
 }
 
 // destination is a fake destination the suite runs for one scenario; it

@@ -1,0 +1,45 @@
+// Package aglchecker holds the conformance fixtures of the AGL workflow
+// checker (profile agl-checker): agl-workflow/1 documents, positive and
+// negative, one directory per judgment. Each <dir>/<name>.agl is the
+// fixture in the notation of package notation (readable, with the places
+// its spans point at) and <dir>/<name>.json is what the suite sends; the
+// features under features/agl/ name the fixtures and what the checker must
+// answer for each. TestFixturesAreGenerated holds the two forms together
+// (PARLEY_UPDATE_FIXTURES=1 regenerates the JSON).
+package aglchecker
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+)
+
+//go:embed */*.json
+var files embed.FS
+
+// Fixture returns the agl-workflow/1 document of a fixture ("join/if-same-state").
+func Fixture(name string) ([]byte, error) {
+	if strings.Contains(name, "..") {
+		return nil, fmt.Errorf("no fixture %q", name)
+	}
+	b, err := files.ReadFile(name + ".json")
+	if err != nil {
+		return nil, fmt.Errorf("no fixture %q", name)
+	}
+	return b, nil
+}
+
+// Names lists every fixture.
+func Names() []string {
+	var out []string
+	_ = fs.WalkDir(files, ".", func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(path, ".json") {
+			out = append(out, strings.TrimSuffix(path, ".json"))
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out
+}
