@@ -68,3 +68,28 @@ func TestStepsNeverSeeGodog(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStepsDoNotImportTheReferenceHost: steps drive a host through its
+// binding and the fakes the suite runs (peers/); an answer or a fake taken
+// from the reference host's code would let the suite agree with itself.
+func TestStepsDoNotImportTheReferenceHost(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		for _, imp := range f.Imports {
+			if strings.Contains(imp.Path.Value, "parley-conformance/parley/refhost") {
+				t.Errorf("%s imports %s; use peers/ and the binding", path, imp.Path.Value)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
