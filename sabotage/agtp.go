@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/pelletier/go-toml/v2"
 
 	agtp "github.com/parley-conformance/parley/wire/agtp"
 )
@@ -120,35 +119,21 @@ func objectsIn(v any, f func(m map[string]any)) {
 	}
 }
 
-// editTOML rewrites the agtp section's TOML document.
-func editTOML(c map[string]map[string]any, edit func(doc map[string]any)) {
-	sec := c["agtp"]
-	if sec == nil {
-		return
+// editSection rewrites the configuration's agtp section (the spec-level
+// document of schemas/agtp/host-config.json, as JSON decodes it: numbers are
+// float64).
+func editSection(c map[string]map[string]any, edit func(sec map[string]any)) {
+	if sec := c["agtp"]; sec != nil {
+		edit(sec)
 	}
-	src, _ := sec["toml"].(string)
-	var doc map[string]any
-	if toml.Unmarshal([]byte(src), &doc) != nil {
-		return
-	}
-	edit(doc)
-	b, err := toml.Marshal(doc)
-	if err != nil {
-		return
-	}
-	sec["toml"] = string(b)
 }
 
-func rcnsKnobs(doc map[string]any) map[string]any {
-	pol, _ := doc["policies"].(map[string]any)
-	if pol == nil {
-		pol = map[string]any{}
-		doc["policies"] = pol
-	}
-	r, _ := pol["rcns"].(map[string]any)
+// rcnsKnobs is the section's rcns object, created when absent.
+func rcnsKnobs(sec map[string]any) map[string]any {
+	r, _ := sec["rcns"].(map[string]any)
 	if r == nil {
 		r = map[string]any{}
-		pol["rcns"] = r
+		sec["rcns"] = r
 	}
 	return r
 }
@@ -328,9 +313,9 @@ var agtpRCNSRules = []Rule{
 		Variant: "boundary",
 		Broken:  "lock 4 is off by one: an agent exactly at min_trust_tier is refused trust-tier-insufficient (a configured minimum m of 2 or 3 is read as m-1)",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if m, ok := rcnsKnobs(doc)["min_trust_tier"].(int64); ok && m >= 2 {
-					rcnsKnobs(doc)["min_trust_tier"] = m - 1
+			editSection(c, func(sec map[string]any) {
+				if m, ok := rcnsKnobs(sec)["min_trust_tier"].(float64); ok && m >= 2 {
+					rcnsKnobs(sec)["min_trust_tier"] = m - 1
 				}
 			})
 		},
@@ -340,17 +325,17 @@ var agtpRCNSRules = []Rule{
 		Variant: "inverted",
 		Broken:  "reads the trust scale upside down (3 most trusted): lock 4 refuses agents more trusted than min_trust_tier and admits less trusted ones (modelled by mirroring every tier and the configured minimum)",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				k := rcnsKnobs(doc)
-				if m, ok := k["min_trust_tier"].(int64); ok {
+			editSection(c, func(sec map[string]any) {
+				k := rcnsKnobs(sec)
+				if m, ok := k["min_trust_tier"].(float64); ok {
 					k["min_trust_tier"] = 4 - m
 				} else {
-					k["min_trust_tier"] = int64(3) // the mirror of the default 1
+					k["min_trust_tier"] = 3 // the mirror of the default 1
 				}
-				agents, _ := doc["agents"].([]any)
+				agents, _ := sec["agents"].([]any)
 				for _, a := range agents {
 					if m, ok := a.(map[string]any); ok {
-						if t, ok := m["trust_tier"].(int64); ok {
+						if t, ok := m["trust_tier"].(float64); ok {
 							m["trust_tier"] = 4 - t
 						}
 					}
@@ -738,10 +723,10 @@ var agtpRCNSRules = []Rule{
 		ID:     "agtp.rcns.sweep.requires-inspect-all",
 		Broken: "does not check inspect:all before a sweep: a sweep refused for the scope is run anyway (modelled by re-sending it as an operator the host knows)",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				agents, _ := doc["agents"].([]any)
-				doc["agents"] = append(agents, map[string]any{"agent_id": sabotageOperator, "name": "sabotage-operator",
-					"principal": "sabotage@example.test", "trust_tier": int64(1), "verification_path": "dns-anchored", "scopes": []any{"inspect:all"}})
+			editSection(c, func(sec map[string]any) {
+				agents, _ := sec["agents"].([]any)
+				sec["agents"] = append(agents, map[string]any{"agent_id": sabotageOperator, "name": "sabotage-operator",
+					"principal": "sabotage@example.test", "trust_tier": 1, "verification_path": "dns-anchored", "scopes": []any{"inspect:all"}})
 			})
 		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
@@ -986,12 +971,7 @@ var sabotageOperator = fakeHash("sabotage-operator")
 // registered is a request for a pair the configuration lists as a Tier A/B
 // endpoint.
 func registered(x *AGTPExchange) bool {
-	src, _ := x.Config["agtp"]["toml"].(string)
-	var doc map[string]any
-	if toml.Unmarshal([]byte(src), &doc) != nil {
-		return false
-	}
-	eps, _ := doc["endpoints"].([]any)
+	eps, _ := x.Config["agtp"]["endpoints"].([]any)
 	for _, e := range eps {
 		if m, ok := e.(map[string]any); ok && m["method"] == x.Request.Method && m["path"] == x.Request.Path {
 			return true
@@ -1056,13 +1036,7 @@ func synthesizeBehind(x *AGTPExchange) string {
 // configuredKnob reads a [policies.rcns] knob from the configuration the
 // scenario asked for.
 func configuredKnob(x *AGTPExchange, name string) (any, bool) {
-	src, _ := x.Config["agtp"]["toml"].(string)
-	var doc map[string]any
-	if toml.Unmarshal([]byte(src), &doc) != nil {
-		return nil, false
-	}
-	pol, _ := doc["policies"].(map[string]any)
-	k, _ := pol["rcns"].(map[string]any)
+	k, _ := x.Config["agtp"]["rcns"].(map[string]any)
 	v, ok := k[name]
 	return v, ok
 }
@@ -1087,8 +1061,8 @@ func evictToo(disposition string) func(x *AGTPExchange, r *agtp.Response) {
 // v instead.
 func overrideKnob(name string, v any) func(map[string]map[string]any) {
 	return func(c map[string]map[string]any) {
-		editTOML(c, func(doc map[string]any) {
-			if k := rcnsKnobs(doc); k[name] != nil {
+		editSection(c, func(sec map[string]any) {
+			if k := rcnsKnobs(sec); k[name] != nil {
 				k[name] = v
 			}
 		})
@@ -1099,8 +1073,8 @@ func overrideKnob(name string, v any) func(map[string]map[string]any) {
 // default v.
 func defaultKnob(name string, v any) func(map[string]map[string]any) {
 	return func(c map[string]map[string]any) {
-		editTOML(c, func(doc map[string]any) {
-			if k := rcnsKnobs(doc); k[name] == nil {
+		editSection(c, func(sec map[string]any) {
+			if k := rcnsKnobs(sec); k[name] == nil {
 				k[name] = v
 			}
 		})

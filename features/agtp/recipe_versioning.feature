@@ -1,6 +1,6 @@
 # agtp-rcns.txt, "Recipe Versioning". The operator edits policy through the
 # host's recipe seam: recipe room-booking version 1 answers 201; version 2
-# composes rooms-v2.put and answers 202.
+# composes store-room-v2 and answers 202.
 Feature: Recipe versioning
   Synthesis captures the recipe version in effect; the contract presents it
   and keeps executing under it after the operator edits the recipe.
@@ -17,7 +17,7 @@ Feature: Recipe versioning
     And the AGTP field "recipe_lineage.recipe_name" is "room-booking"
     And the AGTP field "recipe_lineage.recipe_version" is "1"
     When "alice" accepts the preview
-    And the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" inspects the contract
     Then the AGTP field "recipe_lineage.recipe_version" is "1"
 
@@ -33,7 +33,7 @@ Feature: Recipe versioning
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And "alice" holds an active contract for BOOK /room/{room} remembered as "old"
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" sends BOOK /room/{room} presenting contract "old"
     Then the response is served under contract "old"
     And the response status is 201
@@ -55,7 +55,7 @@ Feature: Recipe versioning
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" proposes BOOK /room/{room} remembered as "old"
     Then the AGTP field "recipe_lineage.recipe_version" is "1"
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" proposes BOOK /room/{room}
     Then the response is a 263 for BOOK /room/{room}
     And the response carries a synthesis_id other than contract "old"'s

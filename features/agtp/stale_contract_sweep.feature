@@ -1,7 +1,7 @@
 # agtp-rcns.txt, "Stale Contract Sweep" and the REVOKE
 # target=stale-contracts parameters. The operator edits policy through the
 # host's recipe seam (docs/host-interface.md): recipe room-booking version
-# 1 answers 201; version 2 composes rooms-v2.put and answers 202.
+# 1 answers 201; version 2 composes store-room-v2 and answers 202.
 Feature: Stale contract sweep
   The operator fires REVOKE target=stale-contracts after editing recipes.
   Grandfather reports drift and leaves contracts running; invalidate evicts
@@ -17,7 +17,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=grandfather actor=ops-console
     Then the sweep reports the contract as grandfathered
     When "alice" sends BOOK /room/{room} presenting the contract
@@ -36,7 +36,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room} remembered as "old"
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" holds an active contract for BOOK /room/{room2} remembered as "new"
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports contract "new" as unchanged
@@ -56,7 +56,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports the contract as evicted
     When "alice" sends BOOK /room/{room} presenting the contract
@@ -75,7 +75,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the request succeeded
     When "alice" reads its lifecycle stream
@@ -95,7 +95,7 @@ Feature: Stale contract sweep
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room} remembered as "drifted"
     And "alice" holds an active contract for SCHEDULE /slot/{slot}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports contract "drifted" as evicted
     And the sweep reports the contract as neither grandfathered nor evicted
@@ -134,7 +134,7 @@ Feature: Stale contract sweep
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" sends REVOKE target=stale-contracts mode=invalidate actor=alice
     Then the response status is 455 with reason scope-exceeded naming scope inspect:all
     When "alice" sends BOOK /room/{room} presenting the contract
@@ -154,7 +154,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts actor=ops-console
     Then the sweep reports the contract as <disposition>
 

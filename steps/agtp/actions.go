@@ -340,7 +340,7 @@ func obtain(ctx context.Context, agentName, method, target string, aside bool) (
 // issuing is the precondition an opted-in request that issues no contract
 // fails: the delivery mode the scenario configured.
 func issuing(s *state) string {
-	if s.knobs["mode"] == `"optimistic"` {
+	if s.knobs["mode"] == "optimistic" {
 		return preOptimistic
 	}
 	return prePreviewed
@@ -405,8 +405,8 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.Setup(preCeiling, `^"([a-z]+)" has reached its RCNS gate ceiling$`, func(ctx context.Context, who string) error {
 		w, s := steps.From(ctx), st(ctx)
-		limit, err := strconv.Atoi(s.knobs["rate_limit_per_minute"])
-		if err != nil || limit <= 0 {
+		limit, ok := s.knobInt("rate_limit_per_minute")
+		if !ok {
 			return steps.Fault("the scenario sets no rate_limit_per_minute")
 		}
 		for s.gateEvals[who] < limit {
@@ -491,8 +491,8 @@ func registerActions(c *steps.Catalog) {
 		// after the suite first saw the contract issued, plus 500 ms: a
 		// host's expiry can only be earlier than that.
 		s := st(ctx)
-		ttl, err := strconv.Atoi(s.knobs["contract_ttl_seconds"])
-		if err != nil || ttl <= 0 {
+		ttl, ok := s.knobInt("contract_ttl_seconds")
+		if !ok {
 			return steps.Fault("the scenario sets no contract_ttl_seconds")
 		}
 		at, ok := s.issued[s.current]
@@ -506,9 +506,18 @@ func registerActions(c *steps.Catalog) {
 			return steps.Fault("the run was interrupted while waiting out the contract's TTL: %v", ctx.Err())
 		}
 	})
-	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes rooms-v2\.put and answers (\d+)$`, func(ctx context.Context, name, version string, status int) error {
-		body, _ := json.Marshal(map[string]any{"version": version, "method": "BOOK", "path": "/room/{id}",
-			"steps": []string{"rooms-v2.put"}, "success_status": status})
+	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes ([a-z0-9-]+(?:, [a-z0-9-]+)*) and answers (\d+)$`, func(ctx context.Context, name, version, composed string, status int) error {
+		var recipe map[string]any
+		for _, r := range st(ctx).fixtureRecipes() {
+			if m := r.(map[string]any); m["name"] == name {
+				recipe = m
+			}
+		}
+		if recipe == nil {
+			return steps.Fault("the fixture has no recipe %q", name)
+		}
+		body, _ := json.Marshal(map[string]any{"version": version, "method": recipe["method"], "path": recipe["path"],
+			"composed_of": strings.Split(composed, ", "), "success_status": status})
 		return seam(ctx, http.MethodPut, "recipes/"+name, body)
 	})
 	c.When(`^the operator removes recipe "([a-z-]+)"$`, func(ctx context.Context, name string) error {

@@ -781,7 +781,7 @@ func holdsNone(ctx context.Context, who string) error {
 	if len(ids) > 0 {
 		return w.Assert(false, "expected no contract for %q, DISCOVER /contracts lists %v: %s", who, keys(ids), r)
 	}
-	if s.knobs["enabled"] != "true" {
+	if s.knobs["enabled"] != true {
 		return steps.Fault("\"holds no contract\" needs RCNS enabled, so that DISCOVER /contracts can be shown to list a contract")
 	}
 	if s.controlSid == "" {
