@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
 	wire "github.com/parley-conformance/parley/wire/agtp"
 )
 
@@ -95,7 +96,8 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 		// A replay is the same request: same envelope, same task.
 		taskID = "task-" + o.idemKey + "-" + s.salt
 	}
-	body, _ := json.Marshal(map[string]any{"method": method, "task_id": taskID, "parameters": params})
+	body := requestBody(s.form, method, taskID, params)
+	w.Fact(FactRequestForm, s.form)
 	req, err := wire.NewRequest(method, target, body)
 	if err != nil {
 		return nil, steps.Fault("cannot build the AGTP request %s %s: %v", method, target, err)
@@ -128,6 +130,9 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	r := sent
 	r.Status, r.Header, r.Body = resp.Status, http.Header(resp.Header), resp.Body
 	w.Observe(r)
+	if f := responseForm(r); f != "" {
+		w.Fact(FactResponseForm, f)
+	}
 	if o.allow != nil && *o.allow == "true" && o.present == "" {
 		s.gateEvals[agentName]++
 	}
@@ -143,6 +148,46 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 		}
 	}
 	return r, nil
+}
+
+// Facts the AGTP steps record about the host (World.Fact; the bundle's
+// facts): the request body form the suite sent (the one the host declared),
+// the forms of the answers it read, and where refusals put their reason.
+const (
+	FactRequestForm     = "agtp.request-body-form"
+	FactResponseForm    = "agtp.response-body-form"
+	FactReasonPlacement = "agtp.reason-placement"
+)
+
+// requestBody is a request's body in the host's declared form: the drafts'
+// envelope {"method", "task_id", "parameters": {...}}, or flat (the
+// parameters themselves at top level). The task id also rides in the
+// Task-ID header either way.
+func requestBody(form, method, taskID string, params map[string]any) []byte {
+	var b []byte
+	if form == target.BodyFormFlat {
+		b, _ = json.Marshal(params)
+	} else {
+		b, _ = json.Marshal(map[string]any{"method": method, "task_id": taskID, "parameters": params})
+	}
+	return b
+}
+
+// responseForm is the body form of an answer the steps read fields from (a
+// success or a 461 preview): "envelope" when it carries a result object,
+// "flat" otherwise; "" for a refusal or a body that is not a JSON object.
+func responseForm(r *steps.Response) string {
+	if !is2xx(r) && r.Status != 461 {
+		return ""
+	}
+	doc, err := r.JSON()
+	if err != nil || doc == nil {
+		return ""
+	}
+	if _, ok := doc["result"].(map[string]any); ok {
+		return target.BodyFormEnvelope
+	}
+	return target.BodyFormFlat
 }
 
 // defaultParams gives a room or slot action its key (the last path segment)

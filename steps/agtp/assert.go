@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/parley-conformance/parley/steps"
@@ -31,26 +30,14 @@ func field(doc map[string]any, path string) any {
 	return v
 }
 
-var placements sync.Map // where the 464/463 reason was seen -> count
-
-// ReasonPlacements reports where hosts put the RCNS reason word in this
-// process's exchanges: "error.reason" (the public implementation's nesting)
-// or "reason" (top level, as the draft words it).
-func ReasonPlacements() map[string]int {
-	out := map[string]int{}
-	placements.Range(func(k, v any) bool { out[k.(string)] = int(*v.(*int64)); return true })
-	return out
+// notePlacement records where a refusal put its reason word: "error.reason"
+// (the public implementation's nesting) or "reason" (top level, as the
+// draft words it).
+func notePlacement(w *steps.World, where string) {
+	if where != "" {
+		w.Fact(FactReasonPlacement, where)
+	}
 }
-
-func notePlacement(where string) {
-	v, _ := placements.LoadOrStore(where, new(int64))
-	p := v.(*int64)
-	mu.Lock()
-	*p++
-	mu.Unlock()
-}
-
-var mu sync.Mutex
 
 // reasonOf finds the reason word of a refusal: error.reason, else a
 // top-level reason. It returns where it was found.
@@ -82,9 +69,7 @@ func expectReason(w *steps.World, status int, reason string) (map[string]any, er
 		return nil, w.Assert(false, "%v", err)
 	}
 	got, where := reasonOf(doc)
-	if where != "" {
-		notePlacement(where)
-	}
+	notePlacement(w, where)
 	ok := got == reason || strings.HasPrefix(got, reason+" ")
 	return doc, w.Assert(ok, "expected reason %s (in error.reason or a top-level reason), got %q at %q: %s", reason, got, where, r)
 }
@@ -228,14 +213,14 @@ func registerAssertions(c *steps.Catalog) {
 			return err
 		}
 		lr := lockRefusals[lock]
-		return steps.Precondition(lr.pre, w.Assert(refusedAs(r, lr.statuses, lr.reason), "expected the closed %s lock's refusal (%s): %s", lock, lr.want(), r))
+		return steps.Precondition(lr.pre, w.Assert(refusedAs(w, r, lr.statuses, lr.reason), "expected the closed %s lock's refusal (%s): %s", lock, lr.want(), r))
 	})
 	c.Then(`^the answer is the contract-not-yours refusal$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
-		return steps.Precondition(preNotYours, w.Assert(refusedAs(r, []int{464}, "contract-not-yours"), "expected 464 contract-not-yours for another agent's contract: %s", r))
+		return steps.Precondition(preNotYours, w.Assert(refusedAs(w, r, []int{464}, "contract-not-yours"), "expected 464 contract-not-yours for another agent's contract: %s", r))
 	})
 	c.Then(`^the response status is not (\d+)$`, func(ctx context.Context, status int) error {
 		w, _, r, err := last(ctx)
@@ -421,9 +406,7 @@ func registerAssertions(c *steps.Catalog) {
 		// (agtp-rcns.txt, Contract Scoping and Lifecycle).
 		doc, _ := r.JSON()
 		reason, where := reasonOf(doc)
-		if where != "" {
-			notePlacement(where)
-		}
+		notePlacement(w, where)
 		ok := r.Status == 404 || (r.Status == 464 && (reason == "contract-revoked" || strings.HasPrefix(reason, "contract-revoked ")))
 		return w.Assert(ok, "expected the released contract refused 404 or 464 contract-revoked: %s", r)
 	})
@@ -684,7 +667,7 @@ var lockRefusals = map[string]lockRefusal{
 
 // refusedAs reports whether r has one of the statuses and, when reason is
 // not "", that reason (in error.reason or at top level).
-func refusedAs(r *steps.Response, statuses []int, reason string) bool {
+func refusedAs(w *steps.World, r *steps.Response, statuses []int, reason string) bool {
 	ok := false
 	for _, n := range statuses {
 		ok = ok || r.Status == n
@@ -694,9 +677,7 @@ func refusedAs(r *steps.Response, statuses []int, reason string) bool {
 	}
 	doc, _ := r.JSON()
 	got, where := reasonOf(doc)
-	if where != "" {
-		notePlacement(where)
-	}
+	notePlacement(w, where)
 	return got == reason || strings.HasPrefix(got, reason+" ")
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 	wire "github.com/parley-conformance/parley/wire/agtp"
 )
@@ -71,6 +72,7 @@ type state struct {
 	places    map[string]string // {room}, {room2}, {slot} -> this scenario's value
 
 	client *wire.Client
+	form   string // the request body form the host declared (target.BodyForm*)
 
 	current     string            // "the contract"
 	named       map[string]string // remembered contracts
@@ -379,6 +381,10 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 			return nil, steps.Fault("cannot make the throwaway TLS material: %v", err)
 		}
 		opt.TLS = &tls.Config{RootCAs: m.pool}
+	}
+	s.form = h.AGTPBodyForm
+	if s.form == "" {
+		s.form = target.BodyFormEnvelope
 	}
 	c, err := wire.NewClient(h.AGTP, opt)
 	if errors.Is(err, wire.ErrPlaintextNotLoopback) {
