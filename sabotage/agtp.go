@@ -361,7 +361,7 @@ var agtpRCNSRules = []Rule{
 		Broken:  "a closed caller lock (opt-in absent or rcns:negotiate unclaimed) only shapes the answer: behind the refusal the host synthesizes the contract and binds it to the caller",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
 			if callerLockClosed(x, r) {
-				synthesizeBehind(x)
+				_, _ = synthesizeBehind(x)
 			}
 		},
 	},
@@ -373,7 +373,7 @@ var agtpRCNSRules = []Rule{
 			if !callerLockClosed(x, r) {
 				return
 			}
-			if sid := synthesizeBehind(x); sid != "" {
+			if sid, _ := synthesizeBehind(x); sid != "" {
 				body, _ := json.Marshal(map[string]any{"method": "SUSPEND", "parameters": map[string]any{"synthesis_id": sid, "reason": "sabotage"}})
 				if req, err := agtp.NewRequest("SUSPEND", "/", body); err == nil {
 					req.Header.Set("Agent-ID", x.Request.Header.Get("Agent-ID"))
@@ -403,20 +403,28 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:      "agtp.rcns.gate.presented-contract-skips-gate",
 		Variant: "side-synthesis",
-		Broken:  "a presentation is served under the presented contract but also runs a gate evaluation that synthesizes a new contract for the caller (modelled on a sibling path, since the caller's live contract for the pair would resolve the same path)",
+		Broken:  "a presentation is served under the presented contract but also runs a gate evaluation that synthesizes a second contract for the caller's pair, which resolves once the presented one is released (modelled by synthesizing it when the caller next asks for the pair plainly after that release)",
+		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
+			if !isPlain(x) {
+				return nil
+			}
+			v, ok := x.Memory.Load("shadow:" + x.Request.Header.Get("Agent-ID") + " " + x.Request.Method + " " + x.Request.Path)
+			if !ok {
+				return nil
+			}
+			if _, released := x.Memory.Load("released:" + v.(string)); !released {
+				return nil
+			}
+			_, r := synthesizeBehind(x)
+			return r
+		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if !isAction(x) || presents(x) == "" || r.Status >= 300 {
-				return
+			if sid := presents(x); isAction(x) && sid != "" && r.Status < 300 {
+				x.Memory.LoadOrStore("shadow:"+x.Request.Header.Get("Agent-ID")+" "+x.Request.Method+" "+x.Request.Path, sid)
 			}
-			req, err := agtp.NewRequest(x.Request.Method, x.Request.Path+"-resynthesized", x.Request.Body)
-			if err != nil {
-				return
+			if sid, _ := x.Params()["synthesis_id"].(string); x.Request.Method == "SUSPEND" && sid != "" && r.Status < 300 {
+				x.Memory.Store("released:"+sid, true)
 			}
-			req.Header = x.Request.Header.Clone()
-			req.Header.Del("Contract-Synthesized")
-			req.Header.Del("Idempotency-Key")
-			req.Header.Set("Allow-RCNS", "true")
-			_, _ = x.Upstream(req)
 		},
 	},
 	{
@@ -997,11 +1005,12 @@ func callerLockClosed(x *AGTPExchange, r *agtp.Response) bool {
 
 // synthesizeBehind has the host synthesize and accept a contract for the
 // request's pair as though the caller's locks were open, and returns its
-// synthesis_id ("" when the host issued none).
-func synthesizeBehind(x *AGTPExchange) string {
+// synthesis_id ("" when the host issued none) and the answer that served
+// the action under it (nil when none did).
+func synthesizeBehind(x *AGTPExchange) (string, *agtp.Response) {
 	req, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	req.Header = x.Request.Header.Clone()
 	req.Header.Del("Authority-Scope")
@@ -1009,28 +1018,29 @@ func synthesizeBehind(x *AGTPExchange) string {
 	req.Header.Set("Allow-RCNS", "true")
 	r, err := x.Upstream(req)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	if r.Status >= 200 && r.Status < 300 {
-		return r.Header.Get("Contract-Synthesized")
+		return r.Header.Get("Contract-Synthesized"), r
 	}
 	sid, _ := agtpJSON(r)["synthesis_id"].(string)
 	if r.Status != 461 || sid == "" {
-		return ""
+		return "", nil
 	}
 	acc, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	acc.Header = x.Request.Header.Clone()
 	acc.Header.Del("Authority-Scope")
 	acc.Header.Del("Idempotency-Key")
 	acc.Header.Del("Allow-RCNS")
 	acc.Header.Set("Contract-Synthesized", sid)
-	if _, err := x.Upstream(acc); err != nil {
-		return ""
+	served, err := x.Upstream(acc)
+	if err != nil {
+		return "", nil
 	}
-	return sid
+	return sid, served
 }
 
 // configuredKnob reads a [policies.rcns] knob from the configuration the

@@ -27,7 +27,7 @@ Feature: The four-lock dispatcher gate
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK <target> <header>
     Then the response is the standard unregistered-pair refusal
-    And "alice" holds no contract
+    And "alice" holds no contract for BOOK <target>
 
     Examples:
       | header                   | target      | transport          |
@@ -81,10 +81,12 @@ Feature: The four-lock dispatcher gate
       | 2    | 461                                      | TLS 1.3            |
       | 1    | 461                                      | plaintext loopback |
 
-  # "holds no contract" is shown decisive by a control contract the suite's
-  # own agent obtains through the gate, so it needs the policy lock open;
-  # with the policy lock closed no contract can exist at all, and the
-  # refusal itself and the unexecuted action are what is observed.
+  # "holds no contract" is witnessed through the Tier C resolver, which must
+  # serve an agent's plain request for a pair it holds an active contract
+  # for; it is shown decisive by a control contract the suite's own agent
+  # obtains through the gate, so it needs the policy lock open. With the
+  # policy lock closed no contract can exist at all, and the refusal itself
+  # and the unexecuted action are what is observed.
   @req:agtp.rcns.gate.closed-lock-no-synthesis @profile:agtp-rcns
   Scenario Outline: A closed lock synthesizes nothing (<lock>) [<transport>]
     Given an AGTP server reached over <transport>
@@ -94,7 +96,7 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} <how>
     Then the answer is the <lock> lock's refusal
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for BOOK /room/{room}
     And the room record {room} does not exist
 
     Examples:
@@ -130,7 +132,7 @@ Feature: The four-lock dispatcher gate
     And "alice" holds an active contract for BOOK /room/{room}
     When "alice" sends BOOK /room/{room} <how>
     Then the response is served under the contract
-    And "alice" holds exactly one contract
+    And once "alice" releases the contract, no other contract of its serves BOOK /room/{room}
 
     Examples:
       | how                                           | transport          |

@@ -36,8 +36,13 @@ const (
 	// preOptimistic: an opted-in request in optimistic mode is served
 	// under a contract named in Contract-Synthesized.
 	preOptimistic = "agtp.precondition.contract-optimistic"
-	// preListing: DISCOVER /contracts answers the caller's listing.
-	preListing = "agtp.precondition.contracts-listing"
+	// preResolver: an agent's plain request for a pair it holds an active
+	// contract for is served under it (the Tier C resolver).
+	preResolver = "agtp.precondition.resolver-serves"
+	// preReleased: the originator's SUSPEND synthesis_id is taken.
+	preReleased = "agtp.precondition.contract-released"
+	// preInactive: a released contract no longer resolves.
+	preInactive = "agtp.precondition.released-not-resolved"
 	// preRoomRead: the Tier A endpoints CREATE /room and FETCH /room write
 	// and read a room record.
 	preRoomRead = "agtp.precondition.room-read"

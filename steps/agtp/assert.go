@@ -290,20 +290,18 @@ func registerAssertions(c *steps.Catalog) {
 		}
 		return w.Assert(len(named) == 0, "the refusal names synthesis_id %v: %s", named, r)
 	})
-	c.Then(`^"([a-z]+)" holds no contract$`, holdsNone)
-	c.Then(`^"([a-z]+)" holds exactly one contract$`, func(ctx context.Context, who string) error {
-		w, s := steps.From(ctx), st(ctx)
-		if s.current == "" {
-			return steps.Fault("no contract has been issued yet")
+	c.Then(`^"([a-z]+)" holds no contract for ([A-Z]+) (\S+)$`, func(ctx context.Context, who, method, target string) error {
+		return holdsNoneFor(ctx, who, method, st(ctx).expand(target))
+	})
+	c.Then(`^"([a-z]+)" holds no contract for the proposed pair$`, func(ctx context.Context, who string) error {
+		s := st(ctx)
+		if s.proposed.method == "" {
+			return steps.Fault("no proposal was sent")
 		}
-		r, ids, err := listing(ctx, who)
-		if err != nil {
-			return err
-		}
-		if !ids[s.current] {
-			return steps.Precondition(preListing, w.Assert(false, "DISCOVER /contracts does not list %q's contract %s, under which a request was just served: %s", who, s.current, r))
-		}
-		return w.Assert(len(ids) == 1, "expected exactly one contract for %q (%s), DISCOVER /contracts lists %d: %v: %s", who, s.current, len(ids), keys(ids), r)
+		return holdsNoneFor(ctx, who, s.proposed.method, s.proposed.path)
+	})
+	c.Then(`^once "([a-z]+)" releases the contract, no other contract of its serves ([A-Z]+) (\S+)$`, func(ctx context.Context, who, method, target string) error {
+		return noOtherContract(ctx, who, method, st(ctx).expand(target))
 	})
 	c.Then(`^the response is a 461 contract preview for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, target string) error {
 		w, s, r, err := last(ctx)
@@ -713,73 +711,79 @@ func keys(m map[string]bool) []string {
 	return out
 }
 
-// listing reads who's DISCOVER /contracts on the side and returns the
-// synthesis_ids it lists. A surface only the inventory requirements witness:
-// an answer that is not a 200 JSON listing, or one that names another
-// agent's contract (who holds no inspect:all in these reads), is a failed
-// precondition.
-func listing(ctx context.Context, who string) (*steps.Response, map[string]bool, error) {
-	w, s := steps.From(ctx), st(ctx)
-	a, err := s.agent(who)
+// holdsNoneFor checks that no contract of who's serves the pair, through
+// the behaviour the text requires of every contract rather than through an
+// inventory surface it names but does not describe: the Tier C resolver
+// must serve an agent's unregistered request for a pair it holds an active
+// contract for, so who's plain request (no opt-in, nothing presented) is
+// not served. The resolver is first shown to answer on this host: the
+// suite's control agent obtains a contract through the gate and its own
+// plain request for that pair must be served under it, so that a refusal
+// proves something.
+func holdsNoneFor(ctx context.Context, who, method, target string) error {
+	w := steps.From(ctx)
+	if err := resolverControl(ctx); err != nil {
+		return err
+	}
+	r, err := send(ctx, who, method, target, options{aside: true})
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	r, err := send(ctx, who, "DISCOVER", "/contracts", options{params: map[string]any{"criteria": "contracts"}, aside: true})
-	if err != nil {
-		return nil, nil, steps.Precondition(preListing, err)
-	}
-	doc, derr := r.JSON()
-	if err := w.Assert(r.Status == 200 && derr == nil, "DISCOVER /contracts as %q did not answer a listing: %s", who, r); err != nil {
-		return nil, nil, steps.Precondition(preListing, err)
-	}
-	ids := map[string]bool{}
-	var others []string
-	for _, o := range objects(doc) {
-		if sid, ok := o["synthesis_id"].(string); ok && sid != "" {
-			if owner, ok := o["agent_id"].(string); ok && owner != a.id {
-				others = append(others, sid)
-				continue
-			}
-			ids[sid] = true
-		}
-	}
-	if err := w.Assert(len(others) == 0, "DISCOVER /contracts as %q lists other agents' contracts %v, so it is not the caller's own listing: %s", who, others, r); err != nil {
-		return nil, nil, steps.Precondition(preListing, err)
-	}
-	return r, ids, nil
+	return w.Assert(!is2xx(r), "a contract of %q's resolves for %s %s: its plain request (no Allow-RCNS, nothing presented) was served: %s", who, method, target, r)
 }
 
-// holdsNone checks that who holds no contract. An empty listing proves
-// nothing by itself, so the same surface is first shown able to list a
-// contract: the suite's control agent obtains one through the gate and must
-// find it in its own listing.
-func holdsNone(ctx context.Context, who string) error {
+// resolverControl shows, once per scenario, that the host's resolver
+// serves an agent's own active contract to its plain request.
+func resolverControl(ctx context.Context) error {
 	w, s := steps.From(ctx), st(ctx)
-	r, ids, err := listing(ctx, who)
-	if err != nil {
-		return err
-	}
-	if len(ids) > 0 {
-		return w.Assert(false, "expected no contract for %q, DISCOVER /contracts lists %v: %s", who, keys(ids), r)
+	if s.controlSid != "" {
+		return nil
 	}
 	if s.knobs["enabled"] != true {
-		return steps.Fault("\"holds no contract\" needs RCNS enabled, so that DISCOVER /contracts can be shown to list a contract")
+		return steps.Fault("\"holds no contract\" needs RCNS enabled, so that the resolver can be shown serving a control contract")
 	}
-	if s.controlSid == "" {
-		sid, err := obtain(ctx, controlName, "BOOK", "/room/control-"+s.salt, true)
-		if err != nil {
-			return err
-		}
-		s.controlSid = sid
-	}
-	cr, cids, err := listing(ctx, controlName)
+	target := "/room/control-" + s.salt
+	sid, err := obtain(ctx, controlName, "BOOK", target, true)
 	if err != nil {
 		return err
 	}
-	if !cids[s.controlSid] {
-		return steps.Precondition(preListing, w.Assert(false, "DISCOVER /contracts as the suite's control agent does not list the contract %s it was just served under, so an empty listing proves nothing: %s", s.controlSid, cr))
+	r, err := send(ctx, controlName, "BOOK", target, options{aside: true})
+	if err != nil {
+		return steps.Precondition(preResolver, err)
 	}
-	return w.Assert(len(ids) == 0, "expected no contract for %q: %s", who, r)
+	ok, why := servedUnder(r, sid)
+	if err := w.Assert(ok, "the suite's control agent holds contract %s for BOOK %s, and its plain request for the pair was not served under it (%s), so a refused request proves nothing: %s", sid, target, why, r); err != nil {
+		return steps.Precondition(preResolver, err)
+	}
+	s.controlSid = sid
+	return nil
+}
+
+// noOtherContract shows that who holds no contract for the pair besides
+// "the contract": who releases it (SUSPEND synthesis_id), and then its
+// plain request for the pair must not be served, since the resolver would
+// serve any other active contract of who's for it.
+func noOtherContract(ctx context.Context, who, method, target string) error {
+	w, s := steps.From(ctx), st(ctx)
+	sid, err := s.contractRef("the contract")
+	if err != nil {
+		return err
+	}
+	r, err := send(ctx, who, "SUSPEND", "/", options{params: map[string]any{"synthesis_id": sid, "reason": "parley: release before the resolver probe"}, aside: true})
+	if err != nil {
+		return steps.Precondition(preReleased, err)
+	}
+	if err := w.Assert(is2xx(r), "%q's release of its own contract %s (SUSPEND synthesis_id) was not taken: %s", who, sid, r); err != nil {
+		return steps.Precondition(preReleased, err)
+	}
+	r, err = send(ctx, who, method, target, options{aside: true})
+	if err != nil {
+		return err
+	}
+	if ok, _ := servedUnder(r, sid); ok {
+		return steps.Precondition(preInactive, w.Assert(false, "%q's plain request for %s %s is still served under %s, which it released: %s", who, method, target, sid, r))
+	}
+	return w.Assert(!is2xx(r), "after %q released %s, its plain request for %s %s was still served, so another contract of its resolves for the pair: %s", who, sid, method, target, r)
 }
 
 // readerControl shows, once per scenario, that the Tier A write and read

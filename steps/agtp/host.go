@@ -88,10 +88,12 @@ type state struct {
 	lastResp     *steps.Response      // the last AGTP answer of any agent
 	sessionBound []sessionBound       // syntheses of the current session not said to be persistent
 
-	preview     preview        // the last 461 preview
-	gateEvals   map[string]int // agent name -> opted-in requests it sent that reached the gate
-	controlSid  string         // the control agent's contract, once obtained
-	readChecked bool           // the Tier A write and read were shown to work
+	preview     preview         // the last 461 preview
+	gateEvals   map[string]int  // agent name -> opted-in requests it sent that reached the gate
+	controlSid  string          // the control agent's contract, once shown served by the resolver
+	proposed    proposedPair    // the pair the last proposal named
+	onPurpose   map[string]bool // what the scenario says it sends malformed on purpose
+	readChecked bool            // the Tier A write and read were shown to work
 }
 
 // preview is a 461 the suite was sent: who asked, for what, and the
@@ -99,6 +101,9 @@ type state struct {
 type preview struct {
 	agent, method, target, sid string
 }
+
+// proposedPair is the (method, path) a proposal named.
+type proposedPair struct{ method, path string }
 
 // sessionBound is a synthesis an agent obtained by PROPOSE in the current
 // session and that its 263 did not call persistent.
@@ -109,8 +114,8 @@ func st(ctx context.Context) *state {
 		salt := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 		s := &state{salt: salt, knobs: map[string]any{}, propKnobs: map[string]any{}, versions: map[string]string{}, agents: map[string]*agent{},
 			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
-			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}}
-		for _, p := range []string{"room", "room2", "slot", "suite", "desk"} {
+			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}, onPurpose: map[string]bool{}}
+		for _, p := range []string{"room", "room2", "slot", "suite", "desk", "hall"} {
 			s.places[p] = p + "-" + salt
 		}
 		// The suite's reader: writes a control room record and reads room
@@ -346,6 +351,12 @@ func registerHost(c *steps.Catalog) {
 		}
 		st(ctx).addAgent(name, tier, scopes)
 		return reconfigure(ctx)
+	})
+	// A scenario that sends a value outside the spec's grammar on purpose
+	// says so; the fixture-grammar test holds every other one to it.
+	c.Given(`^the scenario sends a malformed (method|path) on purpose$`, func(ctx context.Context, what string) error {
+		st(ctx).onPurpose[what] = true
+		return nil
 	})
 	c.Given(`^the operator's recipe seam is available$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
