@@ -262,7 +262,7 @@ func fakeHash(seed string) string {
 
 // --- one rule per agtp requirement ---------------------------------------------
 
-var agtpRules = append(agtpRCNSRules, agtpProposeRules...)
+var agtpRules = append(append(append([]Rule{}, agtpRCNSRules...), agtpProposeRules...), agtpMoreRules...)
 
 var agtpRCNSRules = []Rule{
 	// The four-lock gate.

@@ -64,6 +64,9 @@ const (
 	// preNotYours: another agent presenting a contract is refused 464
 	// contract-not-yours.
 	preNotYours = "agtp.precondition.refused-not-yours"
+	// preInspected: INSPECT target=contract answers the originator its own
+	// contract.
+	preInspected = "agtp.precondition.contract-inspected"
 )
 
 // options are what a "sends" step adds to the request.
@@ -506,7 +509,7 @@ func registerActions(c *steps.Catalog) {
 		_, err = floor(ctx, who, "REVOKE", "/", map[string]any{"target": "contract", "synthesis_id": sid, "reason": "parley: operator revocation"})
 		return err
 	})
-	c.When(`^"([a-z]+)" sends REVOKE target=stale-contracts(?: mode=([a-z]+))?(?: actor=([a-z-]+))?$`, func(ctx context.Context, who, mode, actor string) error {
+	c.When(`^"([a-z]+)" sends REVOKE target=stale-contracts(?: mode=([a-z]+))?(?: actor=([a-z-]+))?(?: claiming "([^"]*)")?\s*$`, func(ctx context.Context, who, mode, actor, claim string) error {
 		p := map[string]any{"target": "stale-contracts"}
 		if mode != "" {
 			p["mode"] = mode
@@ -514,7 +517,11 @@ func registerActions(c *steps.Catalog) {
 		if actor != "" {
 			p["actor"] = actor
 		}
-		r, err := floor(ctx, who, "REVOKE", "/", p)
+		o := options{params: p}
+		if claim != "" {
+			o.claim = &claim
+		}
+		r, err := send(ctx, who, "REVOKE", "/", o)
 		if err == nil {
 			st(ctx).sweep = r
 		}

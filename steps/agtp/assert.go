@@ -300,6 +300,88 @@ func registerAssertions(c *steps.Catalog) {
 		}
 		return holdsNoneFor(ctx, who, s.proposed.method, s.proposed.path)
 	})
+	c.Then(`^the response delivers a contract$`, func(ctx context.Context) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		doc, _ := r.JSON()
+		sid, _ := field(doc, "synthesis_id").(string)
+		ok := (r.Status == 461 && sid != "") || (is2xx(r) && r.Header.Get("Contract-Synthesized") != "")
+		return steps.Precondition(issuing(s), w.Assert(ok, "an opted-in request for a pair a recipe composes, by the same agent, was delivered no contract (neither a 461 naming a synthesis_id nor a success with Contract-Synthesized), so the gate is not open: %s", r))
+	})
+	c.Then(`^the response is served by its registration$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(is2xx(r), "a registered endpoint asked with Allow-RCNS: true was not served: %s", r); err != nil {
+			return err
+		}
+		var signs []string
+		for _, h := range []string{"Contract-Synthesized", "RCNS-Attempt-Id"} {
+			if r.Header.Get(h) != "" {
+				signs = append(signs, h)
+			}
+		}
+		a, why := attribution(r)
+		if err := w.Assert(a != nil, "%s: %s", why, r); err != nil {
+			return err
+		}
+		for _, f := range extFields {
+			if _, ok := a[f]; ok {
+				signs = append(signs, "Attribution-Record "+f)
+			}
+		}
+		return w.Assert(len(signs) == 0, "a registered endpoint asked with Allow-RCNS: true went through RCNS (%s): %s", strings.Join(signs, ", "), r)
+	})
+	c.Then(`^the AGTP field "([^"]*)" is the string "([^"]*)"$`, func(ctx context.Context, path, want string) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		doc, err := r.JSON()
+		if err != nil {
+			return w.Assert(false, "%v", err)
+		}
+		v := field(doc, path)
+		got, ok := v.(string)
+		return w.Assert(ok && got == want, "expected %s to be the string %q exactly (in result or at top level), got %#v: %s", path, want, v, r)
+	})
+	c.Then(`^the response refuses it for want of inspect:all$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		doc, _ := r.JSON()
+		ok := r.Status == 403 || ((r.Status == 262 || r.Status == 455) && scopeNamed(doc, "inspect:all"))
+		return w.Assert(ok, "expected a refusal for want of authority: 403, or 262/455 naming scope inspect:all: %s", r)
+	})
+	c.Then(`^"([a-z]+)" can still release the contract$`, func(ctx context.Context, who string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef("the contract")
+		if err != nil {
+			return err
+		}
+		r, err := send(ctx, who, "SUSPEND", "/", options{params: map[string]any{"synthesis_id": sid, "reason": "parley: the originator's own release"}, aside: true})
+		if err != nil {
+			return steps.Precondition(preReleased, err)
+		}
+		return steps.Precondition(preReleased, w.Assert(is2xx(r), "%q, the contract's originator, could not release %s with SUSPEND synthesis_id: %s", who, sid, r))
+	})
+	c.Then(`^"([a-z]+)" can inspect the contract$`, func(ctx context.Context, who string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef("the contract")
+		if err != nil {
+			return err
+		}
+		r, err := send(ctx, who, "INSPECT", "/", options{params: map[string]any{"target": "contract", "synthesis_id": sid}, aside: true})
+		if err != nil {
+			return steps.Precondition(preInspected, err)
+		}
+		doc, _ := body(r)
+		return steps.Precondition(preInspected, w.Assert(r.Status == 200 && doc["synthesis_id"] == sid, "INSPECT target=contract of %q's own contract %s did not answer it: %s", who, sid, r))
+	})
 	c.Then(`^once "([a-z]+)" releases the contract, no other contract of its serves ([A-Z]+) (\S+)$`, func(ctx context.Context, who, method, target string) error {
 		return noOtherContract(ctx, who, method, st(ctx).expand(target))
 	})

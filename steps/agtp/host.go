@@ -405,6 +405,14 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 		return nil, steps.Fail("the host's AGTP address %q cannot be dialled: %v", h.AGTP, err)
 	}
 	w.Cleanup(func() { _ = c.Close() })
+	// A restarted host listens elsewhere; the next exchange dials it anew
+	// (and, the connection being the AGTP session, in a new session).
+	w.OnRestart(func(*target.Host) {
+		if s.client == c {
+			_ = c.Close()
+			s.client = nil
+		}
+	})
 	s.client = c
 	return c, nil
 }
