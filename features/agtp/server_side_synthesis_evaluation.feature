@@ -175,11 +175,11 @@ Feature: Server-side synthesis evaluation
     And the response names no synthesis_id
 
     Examples:
-      | case                       | malformed | method  | path         | defect                    | answer | transport          |
-      | method before path         | method    | ZZBOGUS | /Room/{room} | in the wrapped form       | 459    | TLS 1.3            |
-      | method before path         | method    | ZZBOGUS | /Room/{room} | in the wrapped form       | 459    | plaintext loopback |
-      | path before semantic block | path      | BOOK    | /Room/{room} | without a semantic intent | 460    | TLS 1.3            |
-      | path before semantic block | path      | BOOK    | /Room/{room} | without a semantic intent | 460    | plaintext loopback |
+      | case                       | malformed       | method  | path         | defect                    | answer | transport          |
+      | method before path         | method and path | ZZBOGUS | /Room/{room} | in the wrapped form       | 459    | TLS 1.3            |
+      | method before path         | method and path | ZZBOGUS | /Room/{room} | in the wrapped form       | 459    | plaintext loopback |
+      | path before semantic block | path            | BOOK    | /Room/{room} | without a semantic intent | 460    | TLS 1.3            |
+      | path before semantic block | path            | BOOK    | /Room/{room} | without a semantic intent | 460    | plaintext loopback |
 
   @req:agtp.propose.eval.first-failure-answers @profile:agtp-rcns
   Scenario Outline: A proposal failing two checks gets the first one's answer (<case>) [<transport>]

@@ -106,6 +106,9 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	}
 	body := requestBody(s.form, method, taskID, params)
 	w.Fact(FactRequestForm, s.form)
+	if h := SendHook; h != nil {
+		h(Sent{Kind: "request", Method: method, Target: target, AgentID: a.id, Claim: o.claim, Params: params, OnPurpose: s.purposes()})
+	}
 	req, err := wire.NewRequest(method, target, body)
 	if err != nil {
 		return nil, steps.Fault("cannot build the AGTP request %s %s: %v", method, target, err)
@@ -156,6 +159,36 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 		}
 	}
 	return r, nil
+}
+
+// Sent is a value the AGTP steps send to a host or write through its
+// recipe seam, as the fixture-grammar test sees it.
+type Sent struct {
+	// Kind is "request" (an AGTP request) or "recipe" (a recipe the seam
+	// writes).
+	Kind    string
+	Method  string
+	Target  string // the request target, or the recipe's path pattern
+	AgentID string
+	Claim   *string // the Authority-Scope claim, if any
+	// Params are the request's parameters (the recipe's body).
+	Params map[string]any
+	// OnPurpose is what the scenario says it sends malformed on purpose
+	// ("method", "path").
+	OnPurpose map[string]bool
+}
+
+// SendHook, when set, sees every request the AGTP steps send and every
+// recipe they write through the seam. Only the fixture-grammar test
+// (steps/agtp/grammar_test.go) sets it, before a run.
+var SendHook func(Sent)
+
+func (s *state) purposes() map[string]bool {
+	out := make(map[string]bool, len(s.onPurpose))
+	for k, v := range s.onPurpose {
+		out[k] = v
+	}
+	return out
 }
 
 // Facts the AGTP steps record about the host (World.Fact; the bundle's
@@ -573,8 +606,12 @@ func registerActions(c *steps.Catalog) {
 		if recipe == nil {
 			return steps.Fault("the fixture has no recipe %q", name)
 		}
-		body, _ := json.Marshal(map[string]any{"version": version, "method": recipe["method"], "path": recipe["path"],
-			"composed_of": strings.Split(composed, ", "), "success_status": status})
+		edit := map[string]any{"version": version, "method": recipe["method"], "path": recipe["path"],
+			"composed_of": strings.Split(composed, ", "), "success_status": status}
+		if h := SendHook; h != nil {
+			h(Sent{Kind: "recipe", Method: recipe["method"].(string), Target: recipe["path"].(string), Params: edit, OnPurpose: st(ctx).purposes()})
+		}
+		body, _ := json.Marshal(edit)
 		return seam(ctx, http.MethodPut, "recipes/"+name, body)
 	})
 	c.When(`^the operator removes recipe "([a-z-]+)"$`, func(ctx context.Context, name string) error {

@@ -354,8 +354,10 @@ func registerHost(c *steps.Catalog) {
 	})
 	// A scenario that sends a value outside the spec's grammar on purpose
 	// says so; the fixture-grammar test holds every other one to it.
-	c.Given(`^the scenario sends a malformed (method|path) on purpose$`, func(ctx context.Context, what string) error {
-		st(ctx).onPurpose[what] = true
+	c.Given(`^the scenario sends a malformed (method and path|method|path) on purpose$`, func(ctx context.Context, what string) error {
+		for _, w := range strings.Split(what, " and ") {
+			st(ctx).onPurpose[w] = true
+		}
 		return nil
 	})
 	c.Given(`^the operator's recipe seam is available$`, func(ctx context.Context) error {
