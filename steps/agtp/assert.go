@@ -784,15 +784,6 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // holdsNoneFor checks that no contract of who's serves the pair, through
 // the behaviour the text requires of every contract rather than through an
 // inventory surface it names but does not describe: the Tier C resolver
