@@ -60,7 +60,10 @@ def kinds: {store: "record.put", fetch: "record.get", list: "record.list", count
   (($a.endpoints // [])[] | "", "[[endpoints]]",
     ({method, path, tier, primitive: .capability, success_status} | kv))
 ' "$cfg" >"$dir/host.toml"
-set -- -config "$dir/host.toml" -data "$dir/data" -body-form "${AGTP_BODY_FORM:-envelope}"
+# A scenario that restarts its host names a state_dir: the host keeps its
+# durable state there, so that the host started again finds it.
+data=$(jq -r '.state_dir // empty' "$cfg")
+set -- -config "$dir/host.toml" -data "${data:-$dir/data}" -body-form "${AGTP_BODY_FORM:-envelope}"
 if [ "$(jq -r '.agtp.tls != null' "$cfg")" = "true" ]; then
 	jq -r '.agtp.tls.cert_pem' "$cfg" >"$dir/cert.pem"
 	(umask 077 && jq -r '.agtp.tls.key_pem' "$cfg" >"$dir/key.pem")
