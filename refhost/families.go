@@ -3,7 +3,6 @@ package refhost
 import (
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/parley-conformance/parley/refhost/agl"
@@ -54,39 +53,20 @@ var familySpecs = []familySpec{
 		},
 	},
 	{
-		// AGTP/1.0 with RCNS. The section carries the host's TOML document
-		// as a string and, optionally, TLS material:
-		//   {"toml": "...", "tls": {"cert_pem": "...", "key_pem": "..."}}
-		// With tls the AGTP listener speaks TLS 1.3 only; without it,
-		// plaintext from loopback peers only. No HTTP paths: the seams
-		// mount under /conformance/seams/agtp/.
+		// AGTP/1.0 with RCNS. The section is spec-level
+		// (schemas/agtp/host-config.json, docs/hosts/agtp.md): the RCNS
+		// knobs, agents, capabilities, Tier A/B endpoints, recipes and
+		// passthroughs, and optionally TLS material; agtp.ParseSection
+		// translates it into the reference host's own configuration. With
+		// tls the AGTP listener speaks TLS 1.3 only; without it, plaintext
+		// from loopback peers only. No HTTP paths: the seams mount under
+		// /conformance/seams/agtp/.
 		name:  "agtp",
 		seams: agtp.SeamPrefix,
 		open: func(section json.RawMessage, env hostenv.Env) (family, error) {
-			var cfg struct {
-				TOML string `json:"toml"`
-				TLS  *struct {
-					CertPEM string `json:"cert_pem"`
-					KeyPEM  string `json:"key_pem"`
-				} `json:"tls"`
-			}
-			if err := decodeStrict(section, &cfg); err != nil {
-				return nil, err
-			}
-			c, err := agtp.ParseTOML([]byte(cfg.TOML))
+			c, tc, err := agtp.ParseSection(section)
 			if err != nil {
 				return nil, err
-			}
-			var tc *tls.Config
-			if cfg.TLS != nil {
-				if cfg.TLS.CertPEM == "" || cfg.TLS.KeyPEM == "" {
-					return nil, errors.New("agtp: tls needs cert_pem and key_pem")
-				}
-				cert, err := tls.X509KeyPair([]byte(cfg.TLS.CertPEM), []byte(cfg.TLS.KeyPEM))
-				if err != nil {
-					return nil, err
-				}
-				tc = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, NextProtos: []string{"agtp"}}
 			}
 			h, err := agtp.Open(c, env)
 			if err != nil {

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/pelletier/go-toml/v2"
 
 	agtp "github.com/parley-conformance/parley/wire/agtp"
 )
@@ -120,35 +119,21 @@ func objectsIn(v any, f func(m map[string]any)) {
 	}
 }
 
-// editTOML rewrites the agtp section's TOML document.
-func editTOML(c map[string]map[string]any, edit func(doc map[string]any)) {
-	sec := c["agtp"]
-	if sec == nil {
-		return
+// editSection rewrites the configuration's agtp section (the spec-level
+// document of schemas/agtp/host-config.json, as JSON decodes it: numbers are
+// float64).
+func editSection(c map[string]map[string]any, edit func(sec map[string]any)) {
+	if sec := c["agtp"]; sec != nil {
+		edit(sec)
 	}
-	src, _ := sec["toml"].(string)
-	var doc map[string]any
-	if toml.Unmarshal([]byte(src), &doc) != nil {
-		return
-	}
-	edit(doc)
-	b, err := toml.Marshal(doc)
-	if err != nil {
-		return
-	}
-	sec["toml"] = string(b)
 }
 
-func rcnsKnobs(doc map[string]any) map[string]any {
-	pol, _ := doc["policies"].(map[string]any)
-	if pol == nil {
-		pol = map[string]any{}
-		doc["policies"] = pol
-	}
-	r, _ := pol["rcns"].(map[string]any)
+// rcnsKnobs is the section's rcns object, created when absent.
+func rcnsKnobs(sec map[string]any) map[string]any {
+	r, _ := sec["rcns"].(map[string]any)
 	if r == nil {
 		r = map[string]any{}
-		pol["rcns"] = r
+		sec["rcns"] = r
 	}
 	return r
 }
@@ -277,7 +262,7 @@ func fakeHash(seed string) string {
 
 // --- one rule per agtp requirement ---------------------------------------------
 
-var agtpRules = append(agtpRCNSRules, agtpProposeRules...)
+var agtpRules = append(append(append([]Rule{}, agtpRCNSRules...), agtpProposeRules...), agtpMoreRules...)
 
 var agtpRCNSRules = []Rule{
 	// The four-lock gate.
@@ -328,9 +313,9 @@ var agtpRCNSRules = []Rule{
 		Variant: "boundary",
 		Broken:  "lock 4 is off by one: an agent exactly at min_trust_tier is refused trust-tier-insufficient (a configured minimum m of 2 or 3 is read as m-1)",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if m, ok := rcnsKnobs(doc)["min_trust_tier"].(int64); ok && m >= 2 {
-					rcnsKnobs(doc)["min_trust_tier"] = m - 1
+			editSection(c, func(sec map[string]any) {
+				if m, ok := rcnsKnobs(sec)["min_trust_tier"].(float64); ok && m >= 2 {
+					rcnsKnobs(sec)["min_trust_tier"] = m - 1
 				}
 			})
 		},
@@ -340,17 +325,17 @@ var agtpRCNSRules = []Rule{
 		Variant: "inverted",
 		Broken:  "reads the trust scale upside down (3 most trusted): lock 4 refuses agents more trusted than min_trust_tier and admits less trusted ones (modelled by mirroring every tier and the configured minimum)",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				k := rcnsKnobs(doc)
-				if m, ok := k["min_trust_tier"].(int64); ok {
+			editSection(c, func(sec map[string]any) {
+				k := rcnsKnobs(sec)
+				if m, ok := k["min_trust_tier"].(float64); ok {
 					k["min_trust_tier"] = 4 - m
 				} else {
-					k["min_trust_tier"] = int64(3) // the mirror of the default 1
+					k["min_trust_tier"] = 3 // the mirror of the default 1
 				}
-				agents, _ := doc["agents"].([]any)
+				agents, _ := sec["agents"].([]any)
 				for _, a := range agents {
 					if m, ok := a.(map[string]any); ok {
-						if t, ok := m["trust_tier"].(int64); ok {
+						if t, ok := m["trust_tier"].(float64); ok {
 							m["trust_tier"] = 4 - t
 						}
 					}
@@ -376,7 +361,7 @@ var agtpRCNSRules = []Rule{
 		Broken:  "a closed caller lock (opt-in absent or rcns:negotiate unclaimed) only shapes the answer: behind the refusal the host synthesizes the contract and binds it to the caller",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
 			if callerLockClosed(x, r) {
-				synthesizeBehind(x)
+				_, _ = synthesizeBehind(x)
 			}
 		},
 	},
@@ -388,7 +373,7 @@ var agtpRCNSRules = []Rule{
 			if !callerLockClosed(x, r) {
 				return
 			}
-			if sid := synthesizeBehind(x); sid != "" {
+			if sid, _ := synthesizeBehind(x); sid != "" {
 				body, _ := json.Marshal(map[string]any{"method": "SUSPEND", "parameters": map[string]any{"synthesis_id": sid, "reason": "sabotage"}})
 				if req, err := agtp.NewRequest("SUSPEND", "/", body); err == nil {
 					req.Header.Set("Agent-ID", x.Request.Header.Get("Agent-ID"))
@@ -418,20 +403,28 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:      "agtp.rcns.gate.presented-contract-skips-gate",
 		Variant: "side-synthesis",
-		Broken:  "a presentation is served under the presented contract but also runs a gate evaluation that synthesizes a new contract for the caller (modelled on a sibling path, since the caller's live contract for the pair would resolve the same path)",
+		Broken:  "a presentation is served under the presented contract but also runs a gate evaluation that synthesizes a second contract for the caller's pair, which resolves once the presented one is released (modelled by synthesizing it when the caller next asks for the pair plainly after that release)",
+		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
+			if !isPlain(x) {
+				return nil
+			}
+			v, ok := x.Memory.Load("shadow:" + x.Request.Header.Get("Agent-ID") + " " + x.Request.Method + " " + x.Request.Path)
+			if !ok {
+				return nil
+			}
+			if _, released := x.Memory.Load("released:" + v.(string)); !released {
+				return nil
+			}
+			_, r := synthesizeBehind(x)
+			return r
+		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
-			if !isAction(x) || presents(x) == "" || r.Status >= 300 {
-				return
+			if sid := presents(x); isAction(x) && sid != "" && r.Status < 300 {
+				x.Memory.LoadOrStore("shadow:"+x.Request.Header.Get("Agent-ID")+" "+x.Request.Method+" "+x.Request.Path, sid)
 			}
-			req, err := agtp.NewRequest(x.Request.Method, x.Request.Path+"-resynthesized", x.Request.Body)
-			if err != nil {
-				return
+			if sid, _ := x.Params()["synthesis_id"].(string); x.Request.Method == "SUSPEND" && sid != "" && r.Status < 300 {
+				x.Memory.Store("released:"+sid, true)
 			}
-			req.Header = x.Request.Header.Clone()
-			req.Header.Del("Contract-Synthesized")
-			req.Header.Del("Idempotency-Key")
-			req.Header.Set("Allow-RCNS", "true")
-			_, _ = x.Upstream(req)
 		},
 	},
 	{
@@ -738,10 +731,10 @@ var agtpRCNSRules = []Rule{
 		ID:     "agtp.rcns.sweep.requires-inspect-all",
 		Broken: "does not check inspect:all before a sweep: a sweep refused for the scope is run anyway (modelled by re-sending it as an operator the host knows)",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				agents, _ := doc["agents"].([]any)
-				doc["agents"] = append(agents, map[string]any{"agent_id": sabotageOperator, "name": "sabotage-operator",
-					"principal": "sabotage@example.test", "trust_tier": int64(1), "verification_path": "dns-anchored", "scopes": []any{"inspect:all"}})
+			editSection(c, func(sec map[string]any) {
+				agents, _ := sec["agents"].([]any)
+				sec["agents"] = append(agents, map[string]any{"agent_id": sabotageOperator, "name": "sabotage-operator",
+					"principal": "sabotage@example.test", "trust_tier": 1, "verification_path": "dns-anchored", "scopes": []any{"inspect:all"}})
 			})
 		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
@@ -986,12 +979,7 @@ var sabotageOperator = fakeHash("sabotage-operator")
 // registered is a request for a pair the configuration lists as a Tier A/B
 // endpoint.
 func registered(x *AGTPExchange) bool {
-	src, _ := x.Config["agtp"]["toml"].(string)
-	var doc map[string]any
-	if toml.Unmarshal([]byte(src), &doc) != nil {
-		return false
-	}
-	eps, _ := doc["endpoints"].([]any)
+	eps, _ := x.Config["agtp"]["endpoints"].([]any)
 	for _, e := range eps {
 		if m, ok := e.(map[string]any); ok && m["method"] == x.Request.Method && m["path"] == x.Request.Path {
 			return true
@@ -1017,11 +1005,12 @@ func callerLockClosed(x *AGTPExchange, r *agtp.Response) bool {
 
 // synthesizeBehind has the host synthesize and accept a contract for the
 // request's pair as though the caller's locks were open, and returns its
-// synthesis_id ("" when the host issued none).
-func synthesizeBehind(x *AGTPExchange) string {
+// synthesis_id ("" when the host issued none) and the answer that served
+// the action under it (nil when none did).
+func synthesizeBehind(x *AGTPExchange) (string, *agtp.Response) {
 	req, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	req.Header = x.Request.Header.Clone()
 	req.Header.Del("Authority-Scope")
@@ -1029,40 +1018,35 @@ func synthesizeBehind(x *AGTPExchange) string {
 	req.Header.Set("Allow-RCNS", "true")
 	r, err := x.Upstream(req)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	if r.Status >= 200 && r.Status < 300 {
-		return r.Header.Get("Contract-Synthesized")
+		return r.Header.Get("Contract-Synthesized"), r
 	}
 	sid, _ := agtpJSON(r)["synthesis_id"].(string)
 	if r.Status != 461 || sid == "" {
-		return ""
+		return "", nil
 	}
 	acc, err := agtp.NewRequest(x.Request.Method, x.Request.Target, x.Request.Body)
 	if err != nil {
-		return ""
+		return "", nil
 	}
 	acc.Header = x.Request.Header.Clone()
 	acc.Header.Del("Authority-Scope")
 	acc.Header.Del("Idempotency-Key")
 	acc.Header.Del("Allow-RCNS")
 	acc.Header.Set("Contract-Synthesized", sid)
-	if _, err := x.Upstream(acc); err != nil {
-		return ""
+	served, err := x.Upstream(acc)
+	if err != nil {
+		return "", nil
 	}
-	return sid
+	return sid, served
 }
 
 // configuredKnob reads a [policies.rcns] knob from the configuration the
 // scenario asked for.
 func configuredKnob(x *AGTPExchange, name string) (any, bool) {
-	src, _ := x.Config["agtp"]["toml"].(string)
-	var doc map[string]any
-	if toml.Unmarshal([]byte(src), &doc) != nil {
-		return nil, false
-	}
-	pol, _ := doc["policies"].(map[string]any)
-	k, _ := pol["rcns"].(map[string]any)
+	k, _ := x.Config["agtp"]["rcns"].(map[string]any)
 	v, ok := k[name]
 	return v, ok
 }
@@ -1087,8 +1071,8 @@ func evictToo(disposition string) func(x *AGTPExchange, r *agtp.Response) {
 // v instead.
 func overrideKnob(name string, v any) func(map[string]map[string]any) {
 	return func(c map[string]map[string]any) {
-		editTOML(c, func(doc map[string]any) {
-			if k := rcnsKnobs(doc); k[name] != nil {
+		editSection(c, func(sec map[string]any) {
+			if k := rcnsKnobs(sec); k[name] != nil {
 				k[name] = v
 			}
 		})
@@ -1099,8 +1083,8 @@ func overrideKnob(name string, v any) func(map[string]map[string]any) {
 // default v.
 func defaultKnob(name string, v any) func(map[string]map[string]any) {
 	return func(c map[string]map[string]any) {
-		editTOML(c, func(doc map[string]any) {
-			if k := rcnsKnobs(doc); k[name] == nil {
+		editSection(c, func(sec map[string]any) {
+			if k := rcnsKnobs(sec); k[name] == nil {
 				k[name] = v
 			}
 		})

@@ -75,21 +75,13 @@ func result(r *agtp.Response) (map[string]any, func()) {
 // proposeRefused reads [policies.propose] refused from the configuration
 // the scenario asked for.
 func proposeRefused(x *AGTPExchange, method, path string) bool {
-	src, _ := x.Config["agtp"]["toml"].(string)
-	for _, line := range strings.Split(src, "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "refused") {
-			continue
-		}
-		_, list, _ := strings.Cut(line, "=")
-		var pairs []string
-		if json.Unmarshal([]byte(strings.TrimSpace(list)), &pairs) != nil {
-			continue
-		}
-		for _, p := range pairs {
-			m, pat, _ := strings.Cut(p, " ")
-			if m == method && patternMatches(pat, path) {
-				return true
-			}
+	p, _ := x.Config["agtp"]["propose"].(map[string]any)
+	pairs, _ := p["refused"].([]any)
+	for _, v := range pairs {
+		s, _ := v.(string)
+		m, pat, _ := strings.Cut(s, " ")
+		if m == method && patternMatches(pat, path) {
+			return true
 		}
 	}
 	return false
@@ -168,11 +160,7 @@ var agtpProposeRules = []Rule{
 		Variant: "custom-ignored",
 		Broken:  "ignores policies.methods: a custom method the operator declared is 459 as though outside the catalog",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if pol, ok := doc["policies"].(map[string]any); ok {
-					delete(pol, "methods")
-				}
-			})
+			editSection(c, func(sec map[string]any) { delete(sec, "methods") })
 		},
 	},
 	{
@@ -242,11 +230,9 @@ var agtpProposeRules = []Rule{
 		ID:     "agtp.propose.eval.policy-refused-463",
 		Broken: "the PROPOSE policy's refused pairs are ignored",
 		Config: func(c map[string]map[string]any) {
-			editTOML(c, func(doc map[string]any) {
-				if pol, ok := doc["policies"].(map[string]any); ok {
-					if p, ok := pol["propose"].(map[string]any); ok {
-						delete(p, "refused")
-					}
+			editSection(c, func(sec map[string]any) {
+				if p, ok := sec["propose"].(map[string]any); ok {
+					delete(p, "refused")
 				}
 			})
 		},

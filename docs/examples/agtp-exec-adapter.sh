@@ -1,16 +1,20 @@
 #!/bin/sh
 # Example exec adapter for an AGTP host configured by a TOML file
-# (docs/host-interface.md, "AGTP hosts (exec target)").
+# (docs/hosts/agtp.md; docs/host-interface.md, "The exec adapter contract").
 #
 #   parley run --target exec --exec "sh docs/examples/agtp-exec-adapter.sh" --tags @profile:agtp-rcns
 #
 # parley runs it with the path of a configuration document. The adapter
-# writes the host's TOML and TLS material to files, starts the host (its
-# binary: $AGTP_HOST, default agtp-toml-host from docs/examples), and lets the
-# host print the ready line. parley stops it with SIGTERM to the process
-# group. A configuration the host cannot take is declined with one line on
-# stdout and exit status 0: the scenarios that need it are then blocked with
-# the reason, not failed. Needs jq.
+# translates the document's spec-level "agtp" section (schemas/agtp/
+# host-config.json: RCNS knobs, agents, capabilities, endpoints, recipes,
+# passthroughs, PROPOSE policy) into the host's own TOML dialect, writes the
+# TLS material to files, starts the host (its binary: $AGTP_HOST, default
+# agtp-toml-host from docs/examples), and lets the host print the ready line.
+# $AGTP_BODY_FORM (envelope, the default, or flat) is the request body form
+# the host declares in that line. parley stops it with SIGTERM to the
+# process group. A configuration the host cannot take is declined with one
+# line on stdout and exit status 0: the scenarios that need it are then
+# blocked with the reason, not failed. Needs jq.
 set -eu
 cfg="$1"
 host="${AGTP_HOST:-agtp-toml-host}"
@@ -22,13 +26,44 @@ decline() {
 if [ "$(jq -r '.seams // false' "$cfg")" = "true" ]; then
 	decline "this host has no test seams"
 fi
-if ! jq -e '.agtp.toml' "$cfg" >/dev/null; then
+if ! jq -e '.agtp' "$cfg" >/dev/null; then
 	decline "the configuration has no agtp section"
+fi
+# The host's primitive kinds cover these capability effects; another effect
+# is a configuration it cannot take.
+unknown=$(jq -r '[.agtp.capabilities // [] | .[].effect | select(IN("store", "fetch", "list", "count", "echo") | not)] | unique | join(", ")' "$cfg")
+if [ -n "$unknown" ]; then
+	decline "this host has no primitive for the capability effects: $unknown"
 fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/parley-agtp.XXXXXX")
-jq -r '.agtp.toml' "$cfg" >"$dir/host.toml"
-set -- -config "$dir/host.toml" -data "$dir/data"
+# The section in the host's dialect: [policies.rcns] and [policies.propose]
+# take the knobs as they are; recipes compose "steps"; capabilities become
+# [[primitives]] of the host's kinds, bound to their records as collections;
+# endpoints and passthroughs name the primitive that serves them. Every
+# value is written with tojson, which is also a valid TOML scalar or array.
+jq -r '
+def kv: to_entries[] | select(.value != null) | "\(.key) = \(.value | tojson)";
+def kinds: {store: "record.put", fetch: "record.get", list: "record.list", count: "counter.incr", echo: "echo"};
+.agtp as $a
+| ($a.server_id // empty | "server_id = \(tojson)"),
+  "", "[policies]", ($a.methods // empty | "methods = \(tojson)"),
+  "", "[policies.rcns]", (($a.rcns // {}) | kv),
+  "", "[policies.propose]", (($a.propose // {}) | kv),
+  (($a.recipes // [])[] | "", "[[policies.recipes]]",
+    ({name, version, method, path, steps: .composed_of, success_status} | kv)),
+  (($a.passthroughs // [])[] | "", "[[policies.passthroughs]]",
+    ({method, path, primitive: .capability, success_status} | kv)),
+  (($a.agents // [])[] | "", "[[agents]]", kv),
+  (($a.capabilities // [])[] | "", "[[primitives]]",
+    ({name, kind: kinds[.effect], collection: .records, key_param: .key, scopes: .authority_scope} | kv)),
+  (($a.endpoints // [])[] | "", "[[endpoints]]",
+    ({method, path, tier, primitive: .capability, success_status} | kv))
+' "$cfg" >"$dir/host.toml"
+# A scenario that restarts its host names a state_dir: the host keeps its
+# durable state there, so that the host started again finds it.
+data=$(jq -r '.state_dir // empty' "$cfg")
+set -- -config "$dir/host.toml" -data "${data:-$dir/data}" -body-form "${AGTP_BODY_FORM:-envelope}"
 if [ "$(jq -r '.agtp.tls != null' "$cfg")" = "true" ]; then
 	jq -r '.agtp.tls.cert_pem' "$cfg" >"$dir/cert.pem"
 	(umask 077 && jq -r '.agtp.tls.key_pem' "$cfg" >"$dir/key.pem")

@@ -51,7 +51,7 @@ Feature: Attribution-Record extension fields
     When "alice" sends LIST /rooms
     Then the response status is 200
     And the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin
-    When "alice" sends QUOTE /quote
+    When "alice" sends QUOTE /tariff
     Then the response status is 200
     And the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin
     When "alice" sends CREATE /room?id={room2}

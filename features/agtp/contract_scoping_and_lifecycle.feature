@@ -8,8 +8,12 @@ Feature: Contract scoping and lifecycle
   contract-revoked. Contracts end by caller release, operator revocation or
   TTL.
 
+  # Each way a contract comes to exist: the gate in either delivery mode,
+  # PROPOSE (session-scoped, or persisted into the catalog), and a contract
+  # the host kept across a restart. The originator presenting the same
+  # contract is served: the refusal is for the other Agent-ID alone.
   @req:agtp.rcns.contract.not-yours @profile:agtp-rcns
-  Scenario Outline: Another agent presenting an active contract is refused contract-not-yours [<mode>, <transport>]
+  Scenario Outline: Another agent presenting a gate contract is refused contract-not-yours [<mode>, <transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets mode = "<mode>"
@@ -18,6 +22,8 @@ Feature: Contract scoping and lifecycle
     And "alice" holds an active contract for BOOK /room/{room}
     When "bob" sends BOOK /room/{room} presenting the contract
     Then the response status is 464 with reason contract-not-yours
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
 
     Examples:
       | mode          | transport          |
@@ -26,18 +32,66 @@ Feature: Contract scoping and lifecycle
       | confirm-first | plaintext loopback |
       | optimistic    | TLS 1.3            |
 
-  @req:agtp.rcns.contract.unknown-404 @profile:agtp-rcns
-  Scenario Outline: An unknown synthesis_id is 404 [<transport>]
+  @req:agtp.rcns.contract.not-yours @profile:agtp-rcns
+  Scenario Outline: Another agent presenting a PROPOSE contract is refused contract-not-yours (<how>) [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And its [policies.propose] sets allow_persistent = <allow>
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
-    When "alice" sends BOOK /room/{room} presenting an unknown synthesis_id
-    Then the response status is 404
+    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" proposes BOOK /room/{room} <how> remembered as "mine"
+    And "bob" sends BOOK /room/{room} presenting contract "mine"
+    Then the response status is 464 with reason contract-not-yours
+    When "alice" sends BOOK /room/{room} presenting contract "mine"
+    Then the response is served under contract "mine"
 
     Examples:
-      | transport          |
-      | TLS 1.3            |
-      | plaintext loopback |
+      | how                   | allow | transport          |
+      | in the wrapped form   | false | TLS 1.3            |
+      | in the legacy form    | false | plaintext loopback |
+      | with persistent: true | true  | TLS 1.3            |
+      | with persistent: true | true  | plaintext loopback |
+
+  @req:agtp.rcns.contract.not-yours @profile:agtp-rcns
+  Scenario Outline: A contract the host kept across a <restart> is still not another agent's [<transport>]
+    Given an AGTP server reached over <transport>
+    And the host keeps its state where the suite can restart it
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When <restart step>
+    And "bob" sends BOOK /room/{room} presenting the contract
+    Then the response status is 464 with reason contract-not-yours
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+
+    Examples:
+      | restart       | restart step                          | transport          |
+      | clean restart | the host is restarted                 | TLS 1.3            |
+      | crash         | the host crashes and is started again | plaintext loopback |
+
+  # The pair is one alice holds a contract for, so that a host ignoring the
+  # presented id (and resolving, or running the gate) would serve it: the
+  # 404 can only come from the unknown id.
+  @req:agtp.rcns.contract.unknown-404 @profile:agtp-rcns
+  Scenario Outline: An unknown synthesis_id is 404 (<how>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "<mode>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When "alice" sends BOOK /room/{room} <how> an unknown synthesis_id
+    Then the response status is 404
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+
+    Examples:
+      | how                              | mode          | transport          |
+      | presenting                       | confirm-first | TLS 1.3            |
+      | presenting                       | optimistic    | plaintext loopback |
+      | with Allow-RCNS: true presenting | confirm-first | plaintext loopback |
+      | with Allow-RCNS: true presenting | optimistic    | TLS 1.3            |
 
   @req:agtp.rcns.contract.expired-or-revoked-464 @profile:agtp-rcns
   Scenario Outline: A <ended> contract presented again is refused contract-revoked [<transport>]
@@ -91,21 +145,62 @@ Feature: Contract scoping and lifecycle
       | plaintext loopback |
 
   @req:agtp.rcns.release.suspend-originator-only @profile:agtp-rcns
-  Scenario Outline: Only the originator may SUSPEND a contract [<transport>]
+  Scenario Outline: Only the originator may SUSPEND a contract (<role>) [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
-    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "<grant>"
     And "alice" holds an active contract for BOOK /room/{room}
     When "bob" sends SUSPEND synthesis_id=the contract
     Then the response status is 403
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
+    And "alice" can still release the contract
 
     Examples:
-      | transport          |
-      | TLS 1.3            |
-      | plaintext loopback |
+      | role                                 | grant                                | transport          |
+      | another agent                        | rooms:*, rcns:negotiate              | TLS 1.3            |
+      | another agent                        | rooms:*, rcns:negotiate              | plaintext loopback |
+      | another agent holding inspect:all    | rooms:*, rcns:negotiate, inspect:all | TLS 1.3            |
+      | another agent holding inspect:all    | inspect:all                          | plaintext loopback |
+
+  @req:agtp.rcns.release.revoke-authorized @profile:agtp-rcns
+  Scenario Outline: REVOKE target=contract is taken from the <role> [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When "<who>" sends REVOKE target=contract synthesis_id=the contract
+    Then the request succeeded
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response status is 464 with reason contract-revoked
+
+    Examples:
+      | role                        | who   | transport          |
+      | originator                  | alice | TLS 1.3            |
+      | originator                  | alice | plaintext loopback |
+      | operator holding inspect:all | ops   | TLS 1.3            |
+      | operator holding inspect:all | ops   | plaintext loopback |
+
+  @req:agtp.rcns.release.revoke-authorized @profile:agtp-rcns
+  Scenario Outline: REVOKE target=contract is refused to another agent without inspect:all (<grant>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "<grant>"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When "bob" sends REVOKE target=contract synthesis_id=the contract
+    Then the response refuses it for want of inspect:all
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+
+    Examples:
+      | grant                   | transport          |
+      | rooms:*, rcns:negotiate | TLS 1.3            |
+      | rooms:*, rcns:negotiate | plaintext loopback |
+      | rooms:read              | TLS 1.3            |
+      | rooms:read              | plaintext loopback |
 
   @req:agtp.rcns.release.operator-revoke @profile:agtp-rcns
   Scenario Outline: The operator revokes a contract with REVOKE target=contract [<transport>]

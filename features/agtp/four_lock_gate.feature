@@ -27,7 +27,7 @@ Feature: The four-lock dispatcher gate
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK <target> <header>
     Then the response is the standard unregistered-pair refusal
-    And "alice" holds no contract
+    And "alice" holds no contract for BOOK <target>
 
     Examples:
       | header                   | target      | transport          |
@@ -81,10 +81,12 @@ Feature: The four-lock dispatcher gate
       | 2    | 461                                      | TLS 1.3            |
       | 1    | 461                                      | plaintext loopback |
 
-  # "holds no contract" is shown decisive by a control contract the suite's
-  # own agent obtains through the gate, so it needs the policy lock open;
-  # with the policy lock closed no contract can exist at all, and the
-  # refusal itself and the unexecuted action are what is observed.
+  # "holds no contract" is witnessed through the Tier C resolver, which must
+  # serve an agent's plain request for a pair it holds an active contract
+  # for; it is shown decisive by a control contract the suite's own agent
+  # obtains through the gate, so it needs the policy lock open. With the
+  # policy lock closed no contract can exist at all, and the refusal itself
+  # and the unexecuted action are what is observed.
   @req:agtp.rcns.gate.closed-lock-no-synthesis @profile:agtp-rcns
   Scenario Outline: A closed lock synthesizes nothing (<lock>) [<transport>]
     Given an AGTP server reached over <transport>
@@ -94,7 +96,7 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} <how>
     Then the answer is the <lock> lock's refusal
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for BOOK /room/{room}
     And the room record {room} does not exist
 
     Examples:
@@ -130,7 +132,7 @@ Feature: The four-lock dispatcher gate
     And "alice" holds an active contract for BOOK /room/{room}
     When "alice" sends BOOK /room/{room} <how>
     Then the response is served under the contract
-    And "alice" holds exactly one contract
+    And once "alice" releases the contract, no other contract of its serves BOOK /room/{room}
 
     Examples:
       | how                                           | transport          |
@@ -176,3 +178,94 @@ Feature: The four-lock dispatcher gate
       | transport          |
       | TLS 1.3            |
       | plaintext loopback |
+
+  @req:agtp.rcns.gate.attempt-id-on-464 @profile:agtp-rcns
+  Scenario Outline: A 464 for a pair nothing composes, or whose composition fails, carries an RCNS-Attempt-Id (<reason>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK <path> with Allow-RCNS: true
+    Then the response status is 464 with reason <reason>
+    And the response carries a fresh RCNS-Attempt-Id
+
+    Examples:
+      | path         | reason                 | transport          |
+      | /desk/{desk} | composition-impossible | TLS 1.3            |
+      | /hall/{hall} | synthesis-error        | plaintext loopback |
+
+  @req:agtp.rcns.gate.attempt-id-on-464 @profile:agtp-rcns
+  Scenario Outline: A 464 for a revoked contract presented again carries an RCNS-Attempt-Id [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When "ops" sends REVOKE target=contract synthesis_id=the contract
+    And "alice" sends BOOK /room/{room} presenting the contract
+    Then the response status is 464 with reason contract-revoked
+    And the response carries a fresh RCNS-Attempt-Id
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  # The gate is open (the same agent is delivered a contract for a pair a
+  # recipe composes), so the 464 is about the pair alone.
+  @req:agtp.rcns.gate.composition-impossible @profile:agtp-rcns
+  Scenario Outline: An open gate with nothing to compose the pair answers 464 composition-impossible (<method> <path>, <mode>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "<mode>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends <method> <path> with Allow-RCNS: true
+    Then the response status is 464 with reason composition-impossible
+    And the response names no synthesis_id
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response delivers a contract
+
+    Examples:
+      | method  | path         | mode          | transport          |
+      | BOOK    | /desk/{desk} | confirm-first | TLS 1.3            |
+      | LIST    | /desk/{desk} | optimistic    | plaintext loopback |
+      | RESERVE | /room/{room2} | confirm-first | plaintext loopback |
+      | PENCIL  | /room/{room2} | optimistic    | TLS 1.3            |
+
+  # Recipe hall-booking covers BOOK /hall/{id} but composes a capability the
+  # server does not have: synthesis is attempted and fails.
+  @req:agtp.rcns.gate.synthesis-error @profile:agtp-rcns
+  Scenario Outline: An open gate whose composition fails answers 464 synthesis-error (<mode>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "<mode>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /hall/{hall} with Allow-RCNS: true
+    Then the response status is 464 with reason synthesis-error
+    And the response names no synthesis_id
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response delivers a contract
+
+    Examples:
+      | mode          | transport          |
+      | confirm-first | TLS 1.3            |
+      | confirm-first | plaintext loopback |
+      | optimistic    | TLS 1.3            |
+      | optimistic    | plaintext loopback |
+
+  @req:agtp.rcns.gate.registered-not-synthesized @profile:agtp-rcns
+  Scenario Outline: A registered Tier <tier> endpoint asked with Allow-RCNS: true is served by its registration (<rcns>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = <enabled>
+    And its [policies.rcns] sets mode = "<mode>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends <method> <target> with Allow-RCNS: true
+    Then the response is served by its registration
+
+    Examples:
+      | tier | method | target           | rcns                  | enabled | mode          | transport          |
+      | A    | LIST   | /rooms           | confirm-first         | true    | confirm-first | TLS 1.3            |
+      | A    | CREATE | /room?id={room2} | optimistic            | true    | optimistic    | plaintext loopback |
+      | B    | QUOTE  | /tariff          | optimistic            | true    | optimistic    | TLS 1.3            |
+      | B    | QUOTE  | /tariff          | confirm-first         | true    | confirm-first | plaintext loopback |
+      | A    | LIST   | /rooms           | RCNS disabled         | false   | confirm-first | plaintext loopback |
+      | B    | QUOTE  | /tariff          | RCNS disabled         | false   | optimistic    | TLS 1.3            |

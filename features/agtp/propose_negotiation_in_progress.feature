@@ -17,7 +17,7 @@ Feature: Negotiation in progress
     And the AGTP body satisfies the schema "agtp/proposal-in-progress.json"
     When "alice" polls the proposal
     Then the response status is 261 with a proposal_id
-    And "alice" holds no contract
+    And "alice" holds no contract for BOOK /suite/{suite}
 
     Examples:
       | transport          |

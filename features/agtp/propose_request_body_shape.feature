@@ -42,7 +42,7 @@ Feature: PROPOSE request body shape
     When "alice" proposes BOOK /room/{room} in both forms at once
     Then the response status is 400 with reason ambiguous-body
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
 
     Examples:
       | transport          |

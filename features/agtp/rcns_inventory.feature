@@ -95,8 +95,10 @@ Feature: The RCNS inventory
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room}
     When "alice" inspects an unknown synthesis_id
     Then the response status is 404
+    And "alice" can inspect the contract
 
     Examples:
       | transport          |
@@ -121,3 +123,58 @@ Feature: The RCNS inventory
       | true    | trust tier    | trust-tier-insufficient | plaintext loopback |
       | false   | server policy | rcns-disabled           | TLS 1.3            |
       | false   | server policy | rcns-disabled           | plaintext loopback |
+
+  @req:agtp.inventory.inspect-rcns-attempt @profile:agtp-rcns
+  Scenario Outline: INSPECT target=rcns-attempt reads back a 464 for the pair (<reason>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK <path> with Allow-RCNS: true
+    Then the response status is 464 with reason <reason>
+    When "alice" inspects the RCNS attempt of that answer
+    Then the attempt record names status 464, reason <reason> and BOOK <path>
+    And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
+
+    Examples:
+      | path         | reason                 | transport          |
+      | /desk/{desk} | composition-impossible | TLS 1.3            |
+      | /desk/{desk} | composition-impossible | plaintext loopback |
+      | /hall/{hall} | synthesis-error        | TLS 1.3            |
+      | /hall/{hall} | synthesis-error        | plaintext loopback |
+
+  @req:agtp.inventory.inspect-rcns-attempt @profile:agtp-rcns
+  Scenario Outline: INSPECT target=rcns-attempt reads back another agent's refused presentation [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When "bob" sends BOOK /room/{room} presenting the contract
+    Then the response status is 464 with reason contract-not-yours
+    When "bob" inspects the RCNS attempt of that answer
+    Then the attempt record names status 464, reason contract-not-yours and BOOK /room/{room}
+    And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.inventory.inspect-rcns-attempt @profile:agtp-rcns
+  Scenario Outline: INSPECT target=rcns-attempt reads back a revoked contract presented again [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When "ops" sends REVOKE target=contract synthesis_id=the contract
+    And "alice" sends BOOK /room/{room} presenting the contract
+    Then the response status is 464 with reason contract-revoked
+    When "alice" inspects the RCNS attempt of that answer
+    Then the attempt record names status 464, reason contract-revoked and BOOK /room/{room}
+    And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |

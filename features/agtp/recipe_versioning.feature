@@ -1,6 +1,7 @@
 # agtp-rcns.txt, "Recipe Versioning". The operator edits policy through the
 # host's recipe seam: recipe room-booking version 1 answers 201; version 2
-# composes rooms-v2.put and answers 202.
+# composes store-room-v2 and answers 202. A version is an opaque string: the
+# scenarios that configure one in another form need no seam.
 Feature: Recipe versioning
   Synthesis captures the recipe version in effect; the contract presents it
   and keeps executing under it after the operator edits the recipe.
@@ -17,7 +18,7 @@ Feature: Recipe versioning
     And the AGTP field "recipe_lineage.recipe_name" is "room-booking"
     And the AGTP field "recipe_lineage.recipe_version" is "1"
     When "alice" accepts the preview
-    And the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    And the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" inspects the contract
     Then the AGTP field "recipe_lineage.recipe_version" is "1"
 
@@ -33,7 +34,7 @@ Feature: Recipe versioning
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And "alice" holds an active contract for BOOK /room/{room} remembered as "old"
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" sends BOOK /room/{room} presenting contract "old"
     Then the response is served under contract "old"
     And the response status is 201
@@ -55,7 +56,7 @@ Feature: Recipe versioning
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" proposes BOOK /room/{room} remembered as "old"
     Then the AGTP field "recipe_lineage.recipe_version" is "1"
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" proposes BOOK /room/{room}
     Then the response is a 263 for BOOK /room/{room}
     And the response carries a synthesis_id other than contract "old"'s
@@ -74,3 +75,42 @@ Feature: Recipe versioning
       | transport          |
       | TLS 1.3            |
       | plaintext loopback |
+
+  @req:agtp.rcns.recipe.version-opaque @profile:agtp-rcns
+  Scenario Outline: A recipe version is presented exactly as the operator wrote it ("<version>", gate) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "confirm-first"
+    And its recipe "room-booking" is at version "<version>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    Then the response status is 461
+    And the AGTP field "recipe_lineage.recipe_version" is the string "<version>"
+    When "alice" accepts the preview
+    And "alice" inspects the contract
+    Then the AGTP field "recipe_lineage.recipe_version" is the string "<version>"
+
+    Examples:
+      | version              | transport          |
+      | 2026-03-01T09:30:00Z | TLS 1.3            |
+      | v1.10.0              | plaintext loopback |
+      | 007                  | TLS 1.3            |
+      | 1.0                  | plaintext loopback |
+
+  @req:agtp.rcns.recipe.version-opaque @profile:agtp-rcns
+  Scenario Outline: A recipe version is presented exactly as the operator wrote it ("<version>", PROPOSE) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its recipe "room-booking" is at version "<version>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" proposes BOOK /room/{room}
+    Then the 263 body carries synthesis_id, endpoint and recipe_lineage "room-booking" version "<version>"
+    When "alice" inspects the contract
+    Then the AGTP field "recipe_lineage.recipe_version" is the string "<version>"
+
+    Examples:
+      | version        | transport          |
+      | 1.0            | TLS 1.3            |
+      | 007            | plaintext loopback |
+      | release 4 (b)  | TLS 1.3            |
+      | v1.10.0        | plaintext loopback |

@@ -1,40 +1,58 @@
 # agtp-rcns.txt, "Server-Side Synthesis Evaluation". The suite's policy:
-# PENCIL is a custom method of policies.methods that nothing composes; LIST
-# /desk/{id} has no recipe; SCHEDULE /slot/{id} is composable (a
-# passthrough) but the PROPOSE policy refuses it, as it refuses RESERVE
-# /desk/{id}, which nothing composes either. "billing:charge" is a scope the
-# proposal declares beyond what the composition needs.
+# PENCIL is a custom method the server declares that nothing composes; LIST
+# /desk/{id} has no recipe; recipe hall-booking covers BOOK /hall/{id} but
+# composes a capability the server does not have; SCHEDULE /slot/{id} is
+# composable (a passthrough) but the PROPOSE policy refuses it, as it
+# refuses RESERVE /desk/{id}, which nothing composes either.
+# "billing:charge" is a scope the proposal declares beyond what the
+# composition needs. "Holds no contract for the proposed pair" is witnessed
+# through the Tier C resolver (docs/interpretations.md); it is not checked
+# where the proposed pair is malformed on purpose, since no request can
+# address it.
 Feature: Server-side synthesis evaluation
   The server evaluates a proposal's method, path, semantic block, schemas,
   authority, the capability envelope and its policy, in that order, and the
   first failing check answers.
 
   @req:agtp.propose.eval.method-459 @profile:agtp-rcns
-  Scenario Outline: Method conformance (<method>) [<transport>]
+  Scenario Outline: A proposed method outside the catalog answers 459 [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
-    When "alice" proposes <method> /room/{room}
-    Then <outcome>
+    And the scenario sends a malformed method on purpose
+    When "alice" proposes ZZBOGUS /room/{room}
+    Then the response status is 459
     And the response names no synthesis_id
-    And "alice" holds no contract
 
     Examples:
-      | method  | outcome                        | transport          |
-      | ZZBOGUS | the response status is 459     | TLS 1.3            |
-      | ZZBOGUS | the response status is 459     | plaintext loopback |
-      | PENCIL  | the response status is not 459 | TLS 1.3            |
-      | PENCIL  | the response status is not 459 | plaintext loopback |
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
+
+  @req:agtp.propose.eval.method-459 @profile:agtp-rcns
+  Scenario Outline: A custom method the server declares passes method conformance [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" proposes PENCIL /room/{room}
+    Then the response status is not 459
+    And the response names no synthesis_id
+    And "alice" holds no contract for the proposed pair
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |
 
   @req:agtp.propose.eval.path-460 @profile:agtp-rcns
   Scenario Outline: Path conformance (<path>) [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And the scenario sends a malformed path on purpose
     When "alice" proposes BOOK <path>
     Then the response status is 460
     And the response names no synthesis_id
-    And "alice" holds no contract
 
     Examples:
       | path         | transport          |
@@ -43,6 +61,8 @@ Feature: Server-side synthesis evaluation
       | /book/{room} | TLS 1.3            |
       | /Room/{room} | plaintext loopback |
 
+  # A 400 names no reason the texts give, so each scenario shows that the
+  # refusal is for the defect: the same proposal without it is approved.
   @req:agtp.propose.eval.semantic-400 @profile:agtp-rcns
   Scenario Outline: Semantic block conformance (<defect>) [<transport>]
     Given an AGTP server reached over <transport>
@@ -51,7 +71,9 @@ Feature: Server-side synthesis evaluation
     When "alice" proposes BOOK /room/{room} <defect>
     Then the response status is 400
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
+    When "alice" proposes BOOK /room/{room}
+    Then the response is a 263 for BOOK /room/{room}
 
     Examples:
       | defect                    | transport          |
@@ -68,7 +90,9 @@ Feature: Server-side synthesis evaluation
     When "alice" proposes BOOK /room/{room} <defect>
     Then the response status is 400
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
+    When "alice" proposes BOOK /room/{room}
+    Then the response is a 263 for BOOK /room/{room}
 
     Examples:
       | defect                        | transport          |
@@ -85,7 +109,7 @@ Feature: Server-side synthesis evaluation
     When "alice" proposes BOOK /room/{room} declaring authority "rooms:write, billing:charge" claiming "rcns:negotiate, rooms:write"
     Then the response status is 262 with reason scope-required naming scope billing:charge
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
 
     Examples:
       | transport          |
@@ -100,7 +124,7 @@ Feature: Server-side synthesis evaluation
     When "alice" proposes BOOK /room/{room} declaring authority "rooms:write, billing:charge"
     Then the response status is 455 with reason scope-exceeded naming scope billing:charge
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
 
     Examples:
       | transport          |
@@ -114,7 +138,7 @@ Feature: Server-side synthesis evaluation
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" proposes <method> <path>
     Then the response status is 463 with reason composition-impossible
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
 
     Examples:
       | method | path         | transport          |
@@ -122,6 +146,8 @@ Feature: Server-side synthesis evaluation
       | LIST   | /desk/{desk} | plaintext loopback |
       | PENCIL | /room/{room} | TLS 1.3            |
       | PENCIL | /room/{room} | plaintext loopback |
+      | BOOK   | /hall/{hall} | TLS 1.3            |
+      | BOOK   | /hall/{hall} | plaintext loopback |
 
   @req:agtp.propose.eval.policy-refused-463 @profile:agtp-rcns
   Scenario Outline: A composable proposal the policy does not permit answers 463 policy-refused [<transport>]
@@ -131,7 +157,7 @@ Feature: Server-side synthesis evaluation
     When "alice" proposes SCHEDULE /slot/{slot}
     Then the response status is 463 with reason policy-refused
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
 
     Examples:
       | transport          |
@@ -143,16 +169,29 @@ Feature: Server-side synthesis evaluation
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And the scenario sends a malformed <malformed> on purpose
     When "alice" proposes <method> <path> <defect>
     Then the response status is <answer>
-    And "alice" holds no contract
+    And the response names no synthesis_id
+
+    Examples:
+      | case                       | malformed       | method  | path         | defect                    | answer | transport          |
+      | method before path         | method and path | ZZBOGUS | /Room/{room} | in the wrapped form       | 459    | TLS 1.3            |
+      | method before path         | method and path | ZZBOGUS | /Room/{room} | in the wrapped form       | 459    | plaintext loopback |
+      | path before semantic block | path            | BOOK    | /Room/{room} | without a semantic intent | 460    | TLS 1.3            |
+      | path before semantic block | path            | BOOK    | /Room/{room} | without a semantic intent | 460    | plaintext loopback |
+
+  @req:agtp.propose.eval.first-failure-answers @profile:agtp-rcns
+  Scenario Outline: A proposal failing two checks gets the first one's answer (<case>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" proposes <method> <path> <defect>
+    Then the response status is <answer>
+    And "alice" holds no contract for the proposed pair
 
     Examples:
       | case                            | method  | path         | defect                                                                         | answer                                 | transport          |
-      | method before path              | ZZBOGUS | /Room/{room} | in the wrapped form                                                            | 459                                    | TLS 1.3            |
-      | method before path              | ZZBOGUS | /Room/{room} | in the wrapped form                                                            | 459                                    | plaintext loopback |
-      | path before semantic block      | BOOK    | /Room/{room} | without a semantic intent                                                      | 460                                    | TLS 1.3            |
-      | path before semantic block      | BOOK    | /Room/{room} | without a semantic intent                                                      | 460                                    | plaintext loopback |
       | semantic block before authority | BOOK    | /room/{room} | without a semantic intent declaring authority "rooms:write, billing:charge"    | 400                                    | TLS 1.3            |
       | semantic block before authority | BOOK    | /room/{room} | without a semantic intent declaring authority "rooms:write, billing:charge"    | 400                                    | plaintext loopback |
       | schema before authority         | BOOK    | /room/{room} | with an invalid input schema declaring authority "rooms:write, billing:charge" | 400                                    | TLS 1.3            |

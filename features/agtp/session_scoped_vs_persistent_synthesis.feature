@@ -21,7 +21,6 @@ Feature: Session-scoped and persistent synthesis
     Then the response is the standard unregistered-pair refusal
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is the standard unregistered-pair refusal
-    And "alice" holds no contract
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is not served under the contract
 

@@ -1,7 +1,7 @@
 # agtp-rcns.txt, "Stale Contract Sweep" and the REVOKE
 # target=stale-contracts parameters. The operator edits policy through the
 # host's recipe seam (docs/host-interface.md): recipe room-booking version
-# 1 answers 201; version 2 composes rooms-v2.put and answers 202.
+# 1 answers 201; version 2 composes store-room-v2 and answers 202.
 Feature: Stale contract sweep
   The operator fires REVOKE target=stale-contracts after editing recipes.
   Grandfather reports drift and leaves contracts running; invalidate evicts
@@ -17,7 +17,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=grandfather actor=ops-console
     Then the sweep reports the contract as grandfathered
     When "alice" sends BOOK /room/{room} presenting the contract
@@ -36,7 +36,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room} remembered as "old"
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "alice" holds an active contract for BOOK /room/{room2} remembered as "new"
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports contract "new" as unchanged
@@ -56,7 +56,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports the contract as evicted
     When "alice" sends BOOK /room/{room} presenting the contract
@@ -75,7 +75,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the request succeeded
     When "alice" reads its lifecycle stream
@@ -95,7 +95,7 @@ Feature: Stale contract sweep
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room} remembered as "drifted"
     And "alice" holds an active contract for SCHEDULE /slot/{slot}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports contract "drifted" as evicted
     And the sweep reports the contract as neither grandfathered nor evicted
@@ -128,22 +128,25 @@ Feature: Stale contract sweep
       | grandfather | grandfathered | plaintext loopback |
 
   @req:agtp.rcns.sweep.requires-inspect-all @profile:agtp-rcns
-  Scenario Outline: An agent without inspect:all cannot fire the sweep [<transport>]
+  Scenario Outline: An agent without inspect:all in its claim cannot fire the sweep (<role>) [<transport>]
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "<grant>"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
-    And "alice" sends REVOKE target=stale-contracts mode=invalidate actor=alice
-    Then the response status is 455 with reason scope-exceeded naming scope inspect:all
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
+    And "<who>" sends REVOKE target=stale-contracts mode=invalidate actor=<who> <claim>
+    Then the response status is <answer> naming scope inspect:all
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 
     Examples:
-      | transport          |
-      | TLS 1.3            |
-      | plaintext loopback |
+      | role                                   | who   | grant                   | claim                  | answer                         | transport          |
+      | the contract's originator              | alice | rooms:read              |                        | 455 with reason scope-exceeded | TLS 1.3            |
+      | the contract's originator              | alice | rooms:read              |                        | 455 with reason scope-exceeded | plaintext loopback |
+      | another agent                          | bob   | rooms:*, rcns:negotiate |                        | 455 with reason scope-exceeded | TLS 1.3            |
+      | another agent granted but not claiming | bob   | rooms:*, inspect:all    | claiming "rooms:read" | 262 with reason scope-required | plaintext loopback |
 
   @req:agtp.rcns.sweep.default-mode @profile:agtp-rcns
   Scenario Outline: A sweep without a mode follows on_policy_change (<setting>) [<transport>]
@@ -154,7 +157,7 @@ Feature: Stale contract sweep
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes rooms-v2.put and answers 202
+    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts actor=ops-console
     Then the sweep reports the contract as <disposition>
 
@@ -164,3 +167,48 @@ Feature: Stale contract sweep
       | its [policies.rcns] leaves on_policy_change unset           | grandfathered | plaintext loopback |
       | its [policies.rcns] sets on_policy_change = "invalidate"    | evicted       | TLS 1.3            |
       | its [policies.rcns] sets on_policy_change = "invalidate"    | evicted       | plaintext loopback |
+
+  # A version is an opaque string compared for equality only: any other
+  # string is drift, whatever order or number it suggests.
+  @req:agtp.rcns.sweep.grandfather-reports @profile:agtp-rcns
+  Scenario Outline: Any other version string is drift ("<from>" to "<to>") [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And its recipe "room-booking" is at version "<from>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator edits recipe "room-booking" to version "<to>", which composes store-room-v2 and answers 202
+    And "ops" sends REVOKE target=stale-contracts mode=grandfather actor=ops-console
+    Then the sweep reports the contract as grandfathered
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+    And the response status is 201
+
+    Examples:
+      | from       | to         | transport          |
+      | 10         | 9          | TLS 1.3            |
+      | 1.0        | 1          | plaintext loopback |
+      | v1.10.0    | v1.9.0     | TLS 1.3            |
+      | 2026-03-01 | 2026-02-28 | plaintext loopback |
+
+  @req:agtp.rcns.sweep.unchanged-kept @profile:agtp-rcns
+  Scenario Outline: The same version string is no drift, even when the recipe's composition changed ("<version>") [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And its recipe "room-booking" is at version "<version>"
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /room/{room}
+    When the operator edits recipe "room-booking" to version "<version>", which composes store-room-v2 and answers 202
+    And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
+    Then the sweep reports the contract as unchanged
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+
+    Examples:
+      | version | transport          |
+      | 3       | TLS 1.3            |
+      | v2.0.1  | plaintext loopback |

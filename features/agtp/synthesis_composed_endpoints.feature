@@ -14,7 +14,7 @@ Feature: Synthesis-composed endpoints
     When "alice" proposes BOOK /room/{room} declaring authority "rooms:read" <claim>
     Then the response status is <answer> naming scope rooms:write
     And the response names no synthesis_id
-    And "alice" holds no contract
+    And "alice" holds no contract for the proposed pair
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is the standard unregistered-pair refusal
     And the room record {room} does not exist

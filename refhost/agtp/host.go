@@ -77,6 +77,14 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		h.eps[e.Method+" "+e.Path] = e
 		h.byPath[e.Path] = append(h.byPath[e.Path], e.Method)
 	}
+	for _, rc := range n.Policies.Recipes {
+		for _, st := range rc.Steps {
+			if _, ok := h.prims[st]; !ok {
+				h.log.Warn("agtp: a recipe composes a primitive that is not registered; its syntheses will fail (464 synthesis-error)",
+					"recipe", rc.Name, "version", rc.Version, "primitive", st)
+			}
+		}
+	}
 	if n.Policies.RCNS.Enabled {
 		h.log.Info("agtp: RCNS enabled", "mode", n.Policies.RCNS.Mode, "min_trust_tier", n.Policies.RCNS.MinTrustTier,
 			"rate_limit_per_minute", n.Policies.RCNS.RateLimitPerMinute)

@@ -445,7 +445,7 @@ func TestStaleSweep(t *testing.T) {
 	f.expect(pt, 200, "")
 	v := f.do("ORDER", "/vault", agentOp, map[string]any{"id": "v"}, rcnsOn...)
 	f.expect(v, 455, "scope-exceeded") // op lacks vault:write
-	f.seamCall("PUT", "recipes/room-booking", `{"version":"2","method":"BOOK","path":"/room/{id}","steps":["rooms.put"],"success_status":202}`)
+	f.seamCall("PUT", "recipes/room-booking", `{"version":"2","method":"BOOK","path":"/room/{id}","composed_of":["rooms.put"],"success_status":202}`)
 
 	// The old contract keeps its captured version; a new synthesis gets v2.
 	r = f.do("BOOK", "/room/1", agentA, map[string]any{"id": "1"}, "Contract-Synthesized", old)

@@ -14,7 +14,7 @@ const SeamPrefix = "/conformance/seams/agtp/"
 // the operator enables seams.
 //
 //	GET    recipes              current recipe policy
-//	PUT    recipes/{name}       add or edit a recipe (as after a config edit and restart)
+//	PUT    recipes/{name}       {"version","method","path","composed_of","success_status"}: add or edit a recipe (as after a config edit and restart)
 //	DELETE recipes/{name}       remove a recipe from policy
 //	POST   clock/advance        {"seconds": n}: move the host clock forward, then expire due contracts
 //	POST   sweep                {"mode", "actor"}: the operator console's stale-contract sweep
@@ -24,24 +24,25 @@ func (h *Host) Seams() http.Handler {
 	mux.HandleFunc("GET "+SeamPrefix+"recipes", func(w http.ResponseWriter, r *http.Request) {
 		h.recMu.RLock()
 		defer h.recMu.RUnlock()
-		writeJSON(w, 200, map[string]any{"recipes": h.recipes})
+		out := make([]SectionRecipe, 0, len(h.recipes))
+		for _, rc := range h.recipes {
+			out = append(out, sectionRecipe(rc))
+		}
+		writeJSON(w, 200, map[string]any{"recipes": out})
 	})
 	mux.HandleFunc("PUT "+SeamPrefix+"recipes/{name}", func(w http.ResponseWriter, r *http.Request) {
-		var rc Recipe
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&rc); err != nil {
+		var sr SectionRecipe
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&sr); err != nil {
 			writeJSON(w, 400, map[string]any{"error": err.Error()})
 			return
 		}
-		rc.Name = r.PathValue("name")
+		rc := Recipe{Name: r.PathValue("name"), Version: sr.Version, Method: sr.Method, Path: sr.Path,
+			Steps: sr.ComposedOf, SuccessStatus: sr.SuccessStatus}
 		if err := validateRecipe(h.catalog, &rc); err != nil {
 			writeJSON(w, 400, map[string]any{"error": err.Error()})
 			return
-		}
-		for _, s := range rc.Steps {
-			if _, ok := h.prims[s]; !ok {
-				writeJSON(w, 400, map[string]any{"error": "unknown primitive " + s})
-				return
-			}
 		}
 		h.recMu.Lock()
 		replaced := false
@@ -55,7 +56,7 @@ func (h *Host) Seams() http.Handler {
 		}
 		h.recMu.Unlock()
 		h.log.Warn("agtp seam: recipe edited", "name", rc.Name, "version", rc.Version)
-		writeJSON(w, 200, rc)
+		writeJSON(w, 200, sectionRecipe(rc))
 	})
 	mux.HandleFunc("DELETE "+SeamPrefix+"recipes/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name")
@@ -132,4 +133,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// sectionRecipe is a recipe as the configuration section and the recipe
+// seam write it.
+func sectionRecipe(rc Recipe) SectionRecipe {
+	return SectionRecipe{Name: rc.Name, Version: rc.Version, Method: rc.Method, Path: rc.Path,
+		ComposedOf: append([]string{}, rc.Steps...), SuccessStatus: rc.SuccessStatus}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
 	wire "github.com/parley-conformance/parley/wire/agtp"
 )
 
@@ -35,8 +36,13 @@ const (
 	// preOptimistic: an opted-in request in optimistic mode is served
 	// under a contract named in Contract-Synthesized.
 	preOptimistic = "agtp.precondition.contract-optimistic"
-	// preListing: DISCOVER /contracts answers the caller's listing.
-	preListing = "agtp.precondition.contracts-listing"
+	// preResolver: an agent's plain request for a pair it holds an active
+	// contract for is served under it (the Tier C resolver).
+	preResolver = "agtp.precondition.resolver-serves"
+	// preReleased: the originator's SUSPEND synthesis_id is taken.
+	preReleased = "agtp.precondition.contract-released"
+	// preInactive: a released contract no longer resolves.
+	preInactive = "agtp.precondition.released-not-resolved"
 	// preRoomRead: the Tier A endpoints CREATE /room and FETCH /room write
 	// and read a room record.
 	preRoomRead = "agtp.precondition.room-read"
@@ -58,6 +64,9 @@ const (
 	// preNotYours: another agent presenting a contract is refused 464
 	// contract-not-yours.
 	preNotYours = "agtp.precondition.refused-not-yours"
+	// preInspected: INSPECT target=contract answers the originator its own
+	// contract.
+	preInspected = "agtp.precondition.contract-inspected"
 )
 
 // options are what a "sends" step adds to the request.
@@ -95,7 +104,11 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 		// A replay is the same request: same envelope, same task.
 		taskID = "task-" + o.idemKey + "-" + s.salt
 	}
-	body, _ := json.Marshal(map[string]any{"method": method, "task_id": taskID, "parameters": params})
+	body := requestBody(s.form, method, taskID, params)
+	w.Fact(FactRequestForm, s.form)
+	if h := SendHook; h != nil {
+		h(Sent{Kind: "request", Method: method, Target: target, AgentID: a.id, Claim: o.claim, Params: params, OnPurpose: s.purposes()})
+	}
 	req, err := wire.NewRequest(method, target, body)
 	if err != nil {
 		return nil, steps.Fault("cannot build the AGTP request %s %s: %v", method, target, err)
@@ -128,6 +141,9 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	r := sent
 	r.Status, r.Header, r.Body = resp.Status, http.Header(resp.Header), resp.Body
 	w.Observe(r)
+	if f := responseForm(r); f != "" {
+		w.Fact(FactResponseForm, f)
+	}
 	if o.allow != nil && *o.allow == "true" && o.present == "" {
 		s.gateEvals[agentName]++
 	}
@@ -143,6 +159,76 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 		}
 	}
 	return r, nil
+}
+
+// Sent is a value the AGTP steps send to a host or write through its
+// recipe seam, as the fixture-grammar test sees it.
+type Sent struct {
+	// Kind is "request" (an AGTP request) or "recipe" (a recipe the seam
+	// writes).
+	Kind    string
+	Method  string
+	Target  string // the request target, or the recipe's path pattern
+	AgentID string
+	Claim   *string // the Authority-Scope claim, if any
+	// Params are the request's parameters (the recipe's body).
+	Params map[string]any
+	// OnPurpose is what the scenario says it sends malformed on purpose
+	// ("method", "path").
+	OnPurpose map[string]bool
+}
+
+// SendHook, when set, sees every request the AGTP steps send and every
+// recipe they write through the seam. Only the fixture-grammar test
+// (steps/agtp/grammar_test.go) sets it, before a run.
+var SendHook func(Sent)
+
+func (s *state) purposes() map[string]bool {
+	out := make(map[string]bool, len(s.onPurpose))
+	for k, v := range s.onPurpose {
+		out[k] = v
+	}
+	return out
+}
+
+// Facts the AGTP steps record about the host (World.Fact; the bundle's
+// facts): the request body form the suite sent (the one the host declared),
+// the forms of the answers it read, and where refusals put their reason.
+const (
+	FactRequestForm     = "agtp.request-body-form"
+	FactResponseForm    = "agtp.response-body-form"
+	FactReasonPlacement = "agtp.reason-placement"
+)
+
+// requestBody is a request's body in the host's declared form: the drafts'
+// envelope {"method", "task_id", "parameters": {...}}, or flat (the
+// parameters themselves at top level). The task id also rides in the
+// Task-ID header either way.
+func requestBody(form, method, taskID string, params map[string]any) []byte {
+	var b []byte
+	if form == target.BodyFormFlat {
+		b, _ = json.Marshal(params)
+	} else {
+		b, _ = json.Marshal(map[string]any{"method": method, "task_id": taskID, "parameters": params})
+	}
+	return b
+}
+
+// responseForm is the body form of an answer the steps read fields from (a
+// success or a 461 preview): "envelope" when it carries a result object,
+// "flat" otherwise; "" for a refusal or a body that is not a JSON object.
+func responseForm(r *steps.Response) string {
+	if !is2xx(r) && r.Status != 461 {
+		return ""
+	}
+	doc, err := r.JSON()
+	if err != nil || doc == nil {
+		return ""
+	}
+	if _, ok := doc["result"].(map[string]any); ok {
+		return target.BodyFormEnvelope
+	}
+	return target.BodyFormFlat
 }
 
 // defaultParams gives a room or slot action its key (the last path segment)
@@ -340,7 +426,7 @@ func obtain(ctx context.Context, agentName, method, target string, aside bool) (
 // issuing is the precondition an opted-in request that issues no contract
 // fails: the delivery mode the scenario configured.
 func issuing(s *state) string {
-	if s.knobs["mode"] == `"optimistic"` {
+	if s.knobs["mode"] == "optimistic" {
 		return preOptimistic
 	}
 	return prePreviewed
@@ -405,8 +491,8 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.Setup(preCeiling, `^"([a-z]+)" has reached its RCNS gate ceiling$`, func(ctx context.Context, who string) error {
 		w, s := steps.From(ctx), st(ctx)
-		limit, err := strconv.Atoi(s.knobs["rate_limit_per_minute"])
-		if err != nil || limit <= 0 {
+		limit, ok := s.knobInt("rate_limit_per_minute")
+		if !ok {
 			return steps.Fault("the scenario sets no rate_limit_per_minute")
 		}
 		for s.gateEvals[who] < limit {
@@ -456,7 +542,7 @@ func registerActions(c *steps.Catalog) {
 		_, err = floor(ctx, who, "REVOKE", "/", map[string]any{"target": "contract", "synthesis_id": sid, "reason": "parley: operator revocation"})
 		return err
 	})
-	c.When(`^"([a-z]+)" sends REVOKE target=stale-contracts(?: mode=([a-z]+))?(?: actor=([a-z-]+))?$`, func(ctx context.Context, who, mode, actor string) error {
+	c.When(`^"([a-z]+)" sends REVOKE target=stale-contracts(?: mode=([a-z]+))?(?: actor=([a-z-]+))?(?: claiming "([^"]*)")?\s*$`, func(ctx context.Context, who, mode, actor, claim string) error {
 		p := map[string]any{"target": "stale-contracts"}
 		if mode != "" {
 			p["mode"] = mode
@@ -464,7 +550,11 @@ func registerActions(c *steps.Catalog) {
 		if actor != "" {
 			p["actor"] = actor
 		}
-		r, err := floor(ctx, who, "REVOKE", "/", p)
+		o := options{params: p}
+		if claim != "" {
+			o.claim = &claim
+		}
+		r, err := send(ctx, who, "REVOKE", "/", o)
 		if err == nil {
 			st(ctx).sweep = r
 		}
@@ -491,8 +581,8 @@ func registerActions(c *steps.Catalog) {
 		// after the suite first saw the contract issued, plus 500 ms: a
 		// host's expiry can only be earlier than that.
 		s := st(ctx)
-		ttl, err := strconv.Atoi(s.knobs["contract_ttl_seconds"])
-		if err != nil || ttl <= 0 {
+		ttl, ok := s.knobInt("contract_ttl_seconds")
+		if !ok {
 			return steps.Fault("the scenario sets no contract_ttl_seconds")
 		}
 		at, ok := s.issued[s.current]
@@ -506,9 +596,22 @@ func registerActions(c *steps.Catalog) {
 			return steps.Fault("the run was interrupted while waiting out the contract's TTL: %v", ctx.Err())
 		}
 	})
-	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes rooms-v2\.put and answers (\d+)$`, func(ctx context.Context, name, version string, status int) error {
-		body, _ := json.Marshal(map[string]any{"version": version, "method": "BOOK", "path": "/room/{id}",
-			"steps": []string{"rooms-v2.put"}, "success_status": status})
+	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes ([a-z0-9-]+(?:, [a-z0-9-]+)*) and answers (\d+)$`, func(ctx context.Context, name, version, composed string, status int) error {
+		var recipe map[string]any
+		for _, r := range st(ctx).fixtureRecipes() {
+			if m := r.(map[string]any); m["name"] == name {
+				recipe = m
+			}
+		}
+		if recipe == nil {
+			return steps.Fault("the fixture has no recipe %q", name)
+		}
+		edit := map[string]any{"version": version, "method": recipe["method"], "path": recipe["path"],
+			"composed_of": strings.Split(composed, ", "), "success_status": status}
+		if h := SendHook; h != nil {
+			h(Sent{Kind: "recipe", Method: recipe["method"].(string), Target: recipe["path"].(string), Params: edit, OnPurpose: st(ctx).purposes()})
+		}
+		body, _ := json.Marshal(edit)
 		return seam(ctx, http.MethodPut, "recipes/"+name, body)
 	})
 	c.When(`^the operator removes recipe "([a-z-]+)"$`, func(ctx context.Context, name string) error {

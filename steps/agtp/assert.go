@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/parley-conformance/parley/steps"
@@ -31,26 +30,14 @@ func field(doc map[string]any, path string) any {
 	return v
 }
 
-var placements sync.Map // where the 464/463 reason was seen -> count
-
-// ReasonPlacements reports where hosts put the RCNS reason word in this
-// process's exchanges: "error.reason" (the public implementation's nesting)
-// or "reason" (top level, as the draft words it).
-func ReasonPlacements() map[string]int {
-	out := map[string]int{}
-	placements.Range(func(k, v any) bool { out[k.(string)] = int(*v.(*int64)); return true })
-	return out
+// notePlacement records where a refusal put its reason word: "error.reason"
+// (the public implementation's nesting) or "reason" (top level, as the
+// draft words it).
+func notePlacement(w *steps.World, where string) {
+	if where != "" {
+		w.Fact(FactReasonPlacement, where)
+	}
 }
-
-func notePlacement(where string) {
-	v, _ := placements.LoadOrStore(where, new(int64))
-	p := v.(*int64)
-	mu.Lock()
-	*p++
-	mu.Unlock()
-}
-
-var mu sync.Mutex
 
 // reasonOf finds the reason word of a refusal: error.reason, else a
 // top-level reason. It returns where it was found.
@@ -82,9 +69,7 @@ func expectReason(w *steps.World, status int, reason string) (map[string]any, er
 		return nil, w.Assert(false, "%v", err)
 	}
 	got, where := reasonOf(doc)
-	if where != "" {
-		notePlacement(where)
-	}
+	notePlacement(w, where)
 	ok := got == reason || strings.HasPrefix(got, reason+" ")
 	return doc, w.Assert(ok, "expected reason %s (in error.reason or a top-level reason), got %q at %q: %s", reason, got, where, r)
 }
@@ -228,14 +213,14 @@ func registerAssertions(c *steps.Catalog) {
 			return err
 		}
 		lr := lockRefusals[lock]
-		return steps.Precondition(lr.pre, w.Assert(refusedAs(r, lr.statuses, lr.reason), "expected the closed %s lock's refusal (%s): %s", lock, lr.want(), r))
+		return steps.Precondition(lr.pre, w.Assert(refusedAs(w, r, lr.statuses, lr.reason), "expected the closed %s lock's refusal (%s): %s", lock, lr.want(), r))
 	})
 	c.Then(`^the answer is the contract-not-yours refusal$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
-		return steps.Precondition(preNotYours, w.Assert(refusedAs(r, []int{464}, "contract-not-yours"), "expected 464 contract-not-yours for another agent's contract: %s", r))
+		return steps.Precondition(preNotYours, w.Assert(refusedAs(w, r, []int{464}, "contract-not-yours"), "expected 464 contract-not-yours for another agent's contract: %s", r))
 	})
 	c.Then(`^the response status is not (\d+)$`, func(ctx context.Context, status int) error {
 		w, _, r, err := last(ctx)
@@ -305,20 +290,100 @@ func registerAssertions(c *steps.Catalog) {
 		}
 		return w.Assert(len(named) == 0, "the refusal names synthesis_id %v: %s", named, r)
 	})
-	c.Then(`^"([a-z]+)" holds no contract$`, holdsNone)
-	c.Then(`^"([a-z]+)" holds exactly one contract$`, func(ctx context.Context, who string) error {
-		w, s := steps.From(ctx), st(ctx)
-		if s.current == "" {
-			return steps.Fault("no contract has been issued yet")
+	c.Then(`^"([a-z]+)" holds no contract for ([A-Z]+) (\S+)$`, func(ctx context.Context, who, method, target string) error {
+		return holdsNoneFor(ctx, who, method, st(ctx).expand(target))
+	})
+	c.Then(`^"([a-z]+)" holds no contract for the proposed pair$`, func(ctx context.Context, who string) error {
+		s := st(ctx)
+		if s.proposed.method == "" {
+			return steps.Fault("no proposal was sent")
 		}
-		r, ids, err := listing(ctx, who)
+		return holdsNoneFor(ctx, who, s.proposed.method, s.proposed.path)
+	})
+	c.Then(`^the response delivers a contract$`, func(ctx context.Context) error {
+		w, s, r, err := last(ctx)
 		if err != nil {
 			return err
 		}
-		if !ids[s.current] {
-			return steps.Precondition(preListing, w.Assert(false, "DISCOVER /contracts does not list %q's contract %s, under which a request was just served: %s", who, s.current, r))
+		doc, _ := r.JSON()
+		sid, _ := field(doc, "synthesis_id").(string)
+		ok := (r.Status == 461 && sid != "") || (is2xx(r) && r.Header.Get("Contract-Synthesized") != "")
+		return steps.Precondition(issuing(s), w.Assert(ok, "an opted-in request for a pair a recipe composes, by the same agent, was delivered no contract (neither a 461 naming a synthesis_id nor a success with Contract-Synthesized), so the gate is not open: %s", r))
+	})
+	c.Then(`^the response is served by its registration$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
 		}
-		return w.Assert(len(ids) == 1, "expected exactly one contract for %q (%s), DISCOVER /contracts lists %d: %v: %s", who, s.current, len(ids), keys(ids), r)
+		if err := w.Assert(is2xx(r), "a registered endpoint asked with Allow-RCNS: true was not served: %s", r); err != nil {
+			return err
+		}
+		var signs []string
+		for _, h := range []string{"Contract-Synthesized", "RCNS-Attempt-Id"} {
+			if r.Header.Get(h) != "" {
+				signs = append(signs, h)
+			}
+		}
+		a, why := attribution(r)
+		if err := w.Assert(a != nil, "%s: %s", why, r); err != nil {
+			return err
+		}
+		for _, f := range extFields {
+			if _, ok := a[f]; ok {
+				signs = append(signs, "Attribution-Record "+f)
+			}
+		}
+		return w.Assert(len(signs) == 0, "a registered endpoint asked with Allow-RCNS: true went through RCNS (%s): %s", strings.Join(signs, ", "), r)
+	})
+	c.Then(`^the AGTP field "([^"]*)" is the string "([^"]*)"$`, func(ctx context.Context, path, want string) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		doc, err := r.JSON()
+		if err != nil {
+			return w.Assert(false, "%v", err)
+		}
+		v := field(doc, path)
+		got, ok := v.(string)
+		return w.Assert(ok && got == want, "expected %s to be the string %q exactly (in result or at top level), got %#v: %s", path, want, v, r)
+	})
+	c.Then(`^the response refuses it for want of inspect:all$`, func(ctx context.Context) error {
+		w, _, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		doc, _ := r.JSON()
+		ok := r.Status == 403 || ((r.Status == 262 || r.Status == 455) && scopeNamed(doc, "inspect:all"))
+		return w.Assert(ok, "expected a refusal for want of authority: 403, or 262/455 naming scope inspect:all: %s", r)
+	})
+	c.Then(`^"([a-z]+)" can still release the contract$`, func(ctx context.Context, who string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef("the contract")
+		if err != nil {
+			return err
+		}
+		r, err := send(ctx, who, "SUSPEND", "/", options{params: map[string]any{"synthesis_id": sid, "reason": "parley: the originator's own release"}, aside: true})
+		if err != nil {
+			return steps.Precondition(preReleased, err)
+		}
+		return steps.Precondition(preReleased, w.Assert(is2xx(r), "%q, the contract's originator, could not release %s with SUSPEND synthesis_id: %s", who, sid, r))
+	})
+	c.Then(`^"([a-z]+)" can inspect the contract$`, func(ctx context.Context, who string) error {
+		w, s := steps.From(ctx), st(ctx)
+		sid, err := s.contractRef("the contract")
+		if err != nil {
+			return err
+		}
+		r, err := send(ctx, who, "INSPECT", "/", options{params: map[string]any{"target": "contract", "synthesis_id": sid}, aside: true})
+		if err != nil {
+			return steps.Precondition(preInspected, err)
+		}
+		doc, _ := body(r)
+		return steps.Precondition(preInspected, w.Assert(r.Status == 200 && doc["synthesis_id"] == sid, "INSPECT target=contract of %q's own contract %s did not answer it: %s", who, sid, r))
+	})
+	c.Then(`^once "([a-z]+)" releases the contract, no other contract of its serves ([A-Z]+) (\S+)$`, func(ctx context.Context, who, method, target string) error {
+		return noOtherContract(ctx, who, method, st(ctx).expand(target))
 	})
 	c.Then(`^the response is a 461 contract preview for ([A-Z]+) (\S+)$`, func(ctx context.Context, method, target string) error {
 		w, s, r, err := last(ctx)
@@ -421,9 +486,7 @@ func registerAssertions(c *steps.Catalog) {
 		// (agtp-rcns.txt, Contract Scoping and Lifecycle).
 		doc, _ := r.JSON()
 		reason, where := reasonOf(doc)
-		if where != "" {
-			notePlacement(where)
-		}
+		notePlacement(w, where)
 		ok := r.Status == 404 || (r.Status == 464 && (reason == "contract-revoked" || strings.HasPrefix(reason, "contract-revoked ")))
 		return w.Assert(ok, "expected the released contract refused 404 or 464 contract-revoked: %s", r)
 	})
@@ -684,7 +747,7 @@ var lockRefusals = map[string]lockRefusal{
 
 // refusedAs reports whether r has one of the statuses and, when reason is
 // not "", that reason (in error.reason or at top level).
-func refusedAs(r *steps.Response, statuses []int, reason string) bool {
+func refusedAs(w *steps.World, r *steps.Response, statuses []int, reason string) bool {
 	ok := false
 	for _, n := range statuses {
 		ok = ok || r.Status == n
@@ -694,9 +757,7 @@ func refusedAs(r *steps.Response, statuses []int, reason string) bool {
 	}
 	doc, _ := r.JSON()
 	got, where := reasonOf(doc)
-	if where != "" {
-		notePlacement(where)
-	}
+	notePlacement(w, where)
 	return got == reason || strings.HasPrefix(got, reason+" ")
 }
 
@@ -723,82 +784,79 @@ func contains(xs []string, x string) bool {
 	return false
 }
 
-func keys(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// holdsNoneFor checks that no contract of who's serves the pair, through
+// the behaviour the text requires of every contract rather than through an
+// inventory surface it names but does not describe: the Tier C resolver
+// must serve an agent's unregistered request for a pair it holds an active
+// contract for, so who's plain request (no opt-in, nothing presented) is
+// not served. The resolver is first shown to answer on this host: the
+// suite's control agent obtains a contract through the gate and its own
+// plain request for that pair must be served under it, so that a refusal
+// proves something.
+func holdsNoneFor(ctx context.Context, who, method, target string) error {
+	w := steps.From(ctx)
+	if err := resolverControl(ctx); err != nil {
+		return err
 	}
-	sort.Strings(out)
-	return out
-}
-
-// listing reads who's DISCOVER /contracts on the side and returns the
-// synthesis_ids it lists. A surface only the inventory requirements witness:
-// an answer that is not a 200 JSON listing, or one that names another
-// agent's contract (who holds no inspect:all in these reads), is a failed
-// precondition.
-func listing(ctx context.Context, who string) (*steps.Response, map[string]bool, error) {
-	w, s := steps.From(ctx), st(ctx)
-	a, err := s.agent(who)
-	if err != nil {
-		return nil, nil, err
-	}
-	r, err := send(ctx, who, "DISCOVER", "/contracts", options{params: map[string]any{"criteria": "contracts"}, aside: true})
-	if err != nil {
-		return nil, nil, steps.Precondition(preListing, err)
-	}
-	doc, derr := r.JSON()
-	if err := w.Assert(r.Status == 200 && derr == nil, "DISCOVER /contracts as %q did not answer a listing: %s", who, r); err != nil {
-		return nil, nil, steps.Precondition(preListing, err)
-	}
-	ids := map[string]bool{}
-	var others []string
-	for _, o := range objects(doc) {
-		if sid, ok := o["synthesis_id"].(string); ok && sid != "" {
-			if owner, ok := o["agent_id"].(string); ok && owner != a.id {
-				others = append(others, sid)
-				continue
-			}
-			ids[sid] = true
-		}
-	}
-	if err := w.Assert(len(others) == 0, "DISCOVER /contracts as %q lists other agents' contracts %v, so it is not the caller's own listing: %s", who, others, r); err != nil {
-		return nil, nil, steps.Precondition(preListing, err)
-	}
-	return r, ids, nil
-}
-
-// holdsNone checks that who holds no contract. An empty listing proves
-// nothing by itself, so the same surface is first shown able to list a
-// contract: the suite's control agent obtains one through the gate and must
-// find it in its own listing.
-func holdsNone(ctx context.Context, who string) error {
-	w, s := steps.From(ctx), st(ctx)
-	r, ids, err := listing(ctx, who)
+	r, err := send(ctx, who, method, target, options{aside: true})
 	if err != nil {
 		return err
 	}
-	if len(ids) > 0 {
-		return w.Assert(false, "expected no contract for %q, DISCOVER /contracts lists %v: %s", who, keys(ids), r)
+	return w.Assert(!is2xx(r), "a contract of %q's resolves for %s %s: its plain request (no Allow-RCNS, nothing presented) was served: %s", who, method, target, r)
+}
+
+// resolverControl shows, once per scenario, that the host's resolver
+// serves an agent's own active contract to its plain request.
+func resolverControl(ctx context.Context) error {
+	w, s := steps.From(ctx), st(ctx)
+	if s.controlSid != "" {
+		return nil
 	}
-	if s.knobs["enabled"] != "true" {
-		return steps.Fault("\"holds no contract\" needs RCNS enabled, so that DISCOVER /contracts can be shown to list a contract")
+	if s.knobs["enabled"] != true {
+		return steps.Fault("\"holds no contract\" needs RCNS enabled, so that the resolver can be shown serving a control contract")
 	}
-	if s.controlSid == "" {
-		sid, err := obtain(ctx, controlName, "BOOK", "/room/control-"+s.salt, true)
-		if err != nil {
-			return err
-		}
-		s.controlSid = sid
-	}
-	cr, cids, err := listing(ctx, controlName)
+	target := "/room/control-" + s.salt
+	sid, err := obtain(ctx, controlName, "BOOK", target, true)
 	if err != nil {
 		return err
 	}
-	if !cids[s.controlSid] {
-		return steps.Precondition(preListing, w.Assert(false, "DISCOVER /contracts as the suite's control agent does not list the contract %s it was just served under, so an empty listing proves nothing: %s", s.controlSid, cr))
+	r, err := send(ctx, controlName, "BOOK", target, options{aside: true})
+	if err != nil {
+		return steps.Precondition(preResolver, err)
 	}
-	return w.Assert(len(ids) == 0, "expected no contract for %q: %s", who, r)
+	ok, why := servedUnder(r, sid)
+	if err := w.Assert(ok, "the suite's control agent holds contract %s for BOOK %s, and its plain request for the pair was not served under it (%s), so a refused request proves nothing: %s", sid, target, why, r); err != nil {
+		return steps.Precondition(preResolver, err)
+	}
+	s.controlSid = sid
+	return nil
+}
+
+// noOtherContract shows that who holds no contract for the pair besides
+// "the contract": who releases it (SUSPEND synthesis_id), and then its
+// plain request for the pair must not be served, since the resolver would
+// serve any other active contract of who's for it.
+func noOtherContract(ctx context.Context, who, method, target string) error {
+	w, s := steps.From(ctx), st(ctx)
+	sid, err := s.contractRef("the contract")
+	if err != nil {
+		return err
+	}
+	r, err := send(ctx, who, "SUSPEND", "/", options{params: map[string]any{"synthesis_id": sid, "reason": "parley: release before the resolver probe"}, aside: true})
+	if err != nil {
+		return steps.Precondition(preReleased, err)
+	}
+	if err := w.Assert(is2xx(r), "%q's release of its own contract %s (SUSPEND synthesis_id) was not taken: %s", who, sid, r); err != nil {
+		return steps.Precondition(preReleased, err)
+	}
+	r, err = send(ctx, who, method, target, options{aside: true})
+	if err != nil {
+		return err
+	}
+	if ok, _ := servedUnder(r, sid); ok {
+		return steps.Precondition(preInactive, w.Assert(false, "%q's plain request for %s %s is still served under %s, which it released: %s", who, method, target, sid, r))
+	}
+	return w.Assert(!is2xx(r), "after %q released %s, its plain request for %s %s was still served, so another contract of its resolves for the pair: %s", who, sid, method, target, r)
 }
 
 // readerControl shows, once per scenario, that the Tier A write and read

@@ -15,10 +15,12 @@ import (
 )
 
 // TestExecAdapterCertifiesATOMLConfiguredHost runs the AGTP corpus through
-// the exec target against docs/examples: an adapter that turns the suite's
-// configuration into a TOML file and PEM files and starts a host without
-// seams. Every wire-witnessed requirement must pass over both transports;
-// the seam-witnessed ones are blocked (the host has no seams), never failed.
+// the exec target against docs/examples: an adapter that translates the
+// suite's spec-level configuration into a TOML file and PEM files and
+// starts a host without seams, which declares the flat request body form in
+// its ready line. Every wire-witnessed requirement must pass over both
+// transports; the seam-witnessed ones are blocked (the host has no seams),
+// never failed; and the suite must have sent the form the host declared.
 func TestExecAdapterCertifiesATOMLConfiguredHost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs an external host")
@@ -37,7 +39,7 @@ func TestExecAdapterCertifiesATOMLConfiguredHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := target.NewExec("AGTP_HOST=" + bin + " sh " + adapter)
+	tgt, err := target.NewExec("AGTP_BODY_FORM=flat AGTP_HOST=" + bin + " sh " + adapter)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,5 +76,8 @@ func TestExecAdapterCertifiesATOMLConfiguredHost(t *testing.T) {
 			blocked++
 		}
 	}
-	t.Logf("exec adapter: %d requirements executed-pass, %d blocked (seams); reason placements seen: %v", passed, blocked, agtpsteps.ReasonPlacements())
+	if got := res.Facts[agtpsteps.FactRequestForm]; strings.Join(got, ",") != target.BodyFormFlat {
+		t.Errorf("the host declared the flat body form; the suite sent %v", got)
+	}
+	t.Logf("exec adapter: %d requirements executed-pass, %d blocked (seams); facts: %v", passed, blocked, res.Facts)
 }

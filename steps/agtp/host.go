@@ -1,8 +1,9 @@
 // Package agtp binds the AGTP RCNS features (features/agtp) to a host's
 // AGTP/1.0 wire, through wire/agtp's client with its deadlines and limits.
-// The suite describes the host as a TOML document (the [policies.rcns]
-// knobs a scenario sets, the agents it declares, and the suite's fixed
-// recipe, passthrough, primitive and endpoint fixture); every scenario runs
+// The suite describes the host in the configuration's spec-level AGTP
+// section (schemas/agtp/host-config.json: the RCNS knobs a scenario sets,
+// the agents it declares, and the suite's fixed capabilities, endpoints,
+// recipes and passthrough; docs/hosts/agtp.md); every scenario runs
 // over TLS 1.3 with a throwaway certificate the suite issues, and over
 // plaintext loopback. Steps assert on what came back on the wire; the only
 // seam used is the recipe seam (an operator editing policy), which
@@ -19,13 +20,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
-	"fmt"
 	"math/big"
 	"net"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 	wire "github.com/parley-conformance/parley/wire/agtp"
 )
@@ -64,13 +64,15 @@ type agent struct {
 type state struct {
 	salt      string
 	transport string
-	knobs     map[string]string // [policies.rcns] knob -> TOML literal
-	propKnobs map[string]string // [policies.propose] knob -> TOML literal
+	knobs     map[string]any    // [policies.rcns] knob -> value
+	propKnobs map[string]any    // [policies.propose] knob -> value
+	versions  map[string]string // recipe name -> the version the scenario configures
 	agents    map[string]*agent
 	order     []string
 	places    map[string]string // {room}, {room2}, {slot} -> this scenario's value
 
 	client *wire.Client
+	form   string // the request body form the host declared (target.BodyForm*)
 
 	current     string            // "the contract"
 	named       map[string]string // remembered contracts
@@ -86,10 +88,12 @@ type state struct {
 	lastResp     *steps.Response      // the last AGTP answer of any agent
 	sessionBound []sessionBound       // syntheses of the current session not said to be persistent
 
-	preview     preview        // the last 461 preview
-	gateEvals   map[string]int // agent name -> opted-in requests it sent that reached the gate
-	controlSid  string         // the control agent's contract, once obtained
-	readChecked bool           // the Tier A write and read were shown to work
+	preview     preview         // the last 461 preview
+	gateEvals   map[string]int  // agent name -> opted-in requests it sent that reached the gate
+	controlSid  string          // the control agent's contract, once shown served by the resolver
+	proposed    proposedPair    // the pair the last proposal named
+	onPurpose   map[string]bool // what the scenario says it sends malformed on purpose
+	readChecked bool            // the Tier A write and read were shown to work
 }
 
 // preview is a 461 the suite was sent: who asked, for what, and the
@@ -98,6 +102,9 @@ type preview struct {
 	agent, method, target, sid string
 }
 
+// proposedPair is the (method, path) a proposal named.
+type proposedPair struct{ method, path string }
+
 // sessionBound is a synthesis an agent obtained by PROPOSE in the current
 // session and that its 263 did not call persistent.
 type sessionBound struct{ agent, sid string }
@@ -105,10 +112,10 @@ type sessionBound struct{ agent, sid string }
 func st(ctx context.Context) *state {
 	return steps.From(ctx).State(family, func() any {
 		salt := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
-		s := &state{salt: salt, knobs: map[string]string{}, propKnobs: map[string]string{}, agents: map[string]*agent{},
+		s := &state{salt: salt, knobs: map[string]any{}, propKnobs: map[string]any{}, versions: map[string]string{}, agents: map[string]*agent{},
 			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
-			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}}
-		for _, p := range []string{"room", "room2", "slot", "suite", "desk"} {
+			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}, onPurpose: map[string]bool{}}
+		for _, p := range []string{"room", "room2", "slot", "suite", "desk", "hall"} {
 			s.places[p] = p + "-" + salt
 		}
 		// The suite's reader: writes a control room record and reads room
@@ -156,157 +163,152 @@ func (s *state) expand(target string) string {
 	return target
 }
 
-// fixture is the suite's reference policy beyond the knobs and agents:
-// recipe room-booking v1 composes rooms.put and bookings.count for BOOK
-// /room/{id} and answers 201; recipe suite-booking v1 composes suites.put
-// for BOOK /suite/{id} (a pair the operator reviews before a PROPOSE is
-// approved); a passthrough serves SCHEDULE /slot/{id} (which the PROPOSE
-// policy refuses, as it refuses RESERVE /desk/{id}); PENCIL is a custom
-// method of policies.methods that nothing composes; FETCH /room, CREATE
-// /room and LIST /rooms are Tier A, QUOTE /quote is Tier B.
-const fixture = `
-[[policies.recipes]]
-name = "suite-booking"
-version = "1"
-method = "BOOK"
-path = "/suite/{id}"
-steps = ["suites.put"]
-success_status = 201
+// The suite's reference policy beyond the knobs and agents, in the terms of
+// the configuration section (schemas/agtp/host-config.json):
+//
+//   - recipe room-booking composes store-room and count-booking for BOOK
+//     /room/{id} and answers 201 (version "1" unless the scenario says);
+//   - recipe suite-booking composes store-suite for BOOK /suite/{id}, a pair
+//     the operator reviews before a PROPOSE is approved;
+//   - recipe hall-booking composes store-hall, a capability the server does
+//     not have, for BOOK /hall/{id}: synthesizing it fails;
+//   - a passthrough serves SCHEDULE /slot/{id} with store-slot (the PROPOSE
+//     policy refuses it, as it refuses RESERVE /desk/{id});
+//   - PENCIL is a custom method the server declares, which nothing composes;
+//   - FETCH /room, CREATE /room and LIST /rooms are Tier A, QUOTE /tariff is
+//     Tier B.
+const (
+	capStoreRoom   = "store-room"
+	capStoreRoomV2 = "store-room-v2"
+	capStoreHall   = "store-hall" // named by hall-booking, absent from the envelope
+)
 
-[[policies.recipes]]
-name = "room-booking"
-version = "1"
-method = "BOOK"
-path = "/room/{id}"
-steps = ["rooms.put", "bookings.count"]
-success_status = 201
-
-[[policies.passthroughs]]
-method = "SCHEDULE"
-path = "/slot/{id}"
-primitive = "slots.put"
-
-[[primitives]]
-name = "rooms.put"
-kind = "record.put"
-collection = "rooms"
-scopes = ["rooms:write"]
-
-[[primitives]]
-name = "rooms.get"
-kind = "record.get"
-collection = "rooms"
-scopes = ["rooms:read"]
-
-[[primitives]]
-name = "rooms.list"
-kind = "record.list"
-collection = "rooms"
-scopes = ["rooms:read"]
-
-[[primitives]]
-name = "rooms-v2.put"
-kind = "record.put"
-collection = "rooms-v2"
-scopes = ["rooms:write"]
-
-[[primitives]]
-name = "bookings.count"
-kind = "counter.incr"
-collection = "bookings"
-scopes = ["rooms:write"]
-
-[[primitives]]
-name = "slots.put"
-kind = "record.put"
-collection = "slots"
-scopes = ["rooms:write"]
-
-[[primitives]]
-name = "suites.put"
-kind = "record.put"
-collection = "suites"
-scopes = ["rooms:write"]
-
-[[primitives]]
-name = "quotes.echo"
-kind = "echo"
-
-[[endpoints]]
-method = "FETCH"
-path = "/room"
-tier = "A"
-primitive = "rooms.get"
-
-[[endpoints]]
-method = "CREATE"
-path = "/room"
-tier = "A"
-primitive = "rooms.put"
-
-[[endpoints]]
-method = "LIST"
-path = "/rooms"
-tier = "A"
-primitive = "rooms.list"
-
-[[endpoints]]
-method = "QUOTE"
-path = "/quote"
-tier = "B"
-primitive = "quotes.echo"
-`
-
-// toml renders the host's configuration document.
-func (s *state) toml() string {
-	var b strings.Builder
-	b.WriteString("server_id = \"parley-agtp-under-test\"\n\n[policies]\nmethods = [\"PENCIL\"]\n\n[policies.rcns]\n")
-	writeKnobs(&b, s.knobs)
-	b.WriteString("\n[policies.propose]\nrefused = [\"SCHEDULE /slot/{id}\", \"RESERVE /desk/{id}\"]\nreview = [\"BOOK /suite/{id}\"]\n")
-	writeKnobs(&b, s.propKnobs)
-	b.WriteString(fixture)
-	for _, n := range s.order {
-		a := s.agents[n]
-		q := make([]string, len(a.scopes))
-		for i, t := range a.scopes {
-			q[i] = strconv.Quote(t)
+// fixtureCapabilities is the capability envelope.
+func fixtureCapabilities() []any {
+	capability := func(name, effect, records string, scopes ...string) map[string]any {
+		c := map[string]any{"name": name, "effect": effect, "records": records}
+		if len(scopes) > 0 {
+			c["authority_scope"] = strs(scopes)
 		}
-		fmt.Fprintf(&b, "\n[[agents]]\nagent_id = %q\nname = %q\nprincipal = \"parley@example.test\"\ntrust_tier = %d\nverification_path = \"dns-anchored\"\nscopes = [%s]\n",
-			a.id, a.name, a.tier, strings.Join(q, ", "))
+		return c
 	}
-	return b.String()
+	return []any{
+		capability(capStoreRoom, "store", "rooms", "rooms:write"),
+		capability("fetch-room", "fetch", "rooms", "rooms:read"),
+		capability("list-rooms", "list", "rooms", "rooms:read"),
+		capability(capStoreRoomV2, "store", "rooms-v2", "rooms:write"),
+		capability("count-booking", "count", "bookings", "rooms:write"),
+		capability("store-slot", "store", "slots", "rooms:write"),
+		capability("store-suite", "store", "suites", "rooms:write"),
+		capability("echo-tariff", "echo", "tariffs"),
+	}
 }
 
-func writeKnobs(b *strings.Builder, knobs map[string]string) {
-	keys := make([]string, 0, len(knobs))
-	for k := range knobs {
-		keys = append(keys, k)
+// fixtureEndpoints are the registered Tier A and B endpoints.
+func fixtureEndpoints() []any {
+	ep := func(method, path, tier, capability string) map[string]any {
+		return map[string]any{"method": method, "path": path, "tier": tier, "capability": capability}
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Fprintf(b, "%s = %s\n", k, knobs[k])
+	return []any{
+		ep("FETCH", "/room", "A", "fetch-room"),
+		ep("CREATE", "/room", "A", capStoreRoom),
+		ep("LIST", "/rooms", "A", "list-rooms"),
+		ep("QUOTE", "/tariff", "B", "echo-tariff"),
 	}
+}
+
+// fixtureRecipes are the recipes, room-booking at the version the scenario
+// configures.
+func (s *state) fixtureRecipes() []any {
+	recipe := func(name, method, path string, status int, composedOf ...string) map[string]any {
+		v := s.versions[name]
+		if v == "" {
+			v = "1"
+		}
+		return map[string]any{"name": name, "version": v, "method": method, "path": path,
+			"composed_of": strs(composedOf), "success_status": status}
+	}
+	return []any{
+		recipe("suite-booking", "BOOK", "/suite/{id}", 201, "store-suite"),
+		recipe("room-booking", "BOOK", "/room/{id}", 201, capStoreRoom, "count-booking"),
+		recipe("hall-booking", "BOOK", "/hall/{id}", 201, capStoreHall),
+	}
+}
+
+func strs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, x := range ss {
+		out[i] = x
+	}
+	return out
+}
+
+// section renders the host's configuration section.
+func (s *state) section() map[string]any {
+	rcns := map[string]any{}
+	for k, v := range s.knobs {
+		rcns[k] = v
+	}
+	propose := map[string]any{"refused": strs([]string{"SCHEDULE /slot/{id}", "RESERVE /desk/{id}"}), "review": strs([]string{"BOOK /suite/{id}"})}
+	for k, v := range s.propKnobs {
+		propose[k] = v
+	}
+	agents := make([]any, 0, len(s.order))
+	for _, n := range s.order {
+		a := s.agents[n]
+		agents = append(agents, map[string]any{"agent_id": a.id, "name": a.name, "principal": "parley@example.test", "status": "active",
+			"trust_tier": a.tier, "verification_path": "dns-anchored", "scopes": strs(a.scopes)})
+	}
+	return map[string]any{
+		"server_id":    "parley-agtp-under-test",
+		"methods":      strs([]string{"PENCIL"}),
+		"rcns":         rcns,
+		"propose":      propose,
+		"agents":       agents,
+		"capabilities": fixtureCapabilities(),
+		"endpoints":    fixtureEndpoints(),
+		"recipes":      s.fixtureRecipes(),
+		"passthroughs": []any{map[string]any{"method": "SCHEDULE", "path": "/slot/{id}", "capability": "store-slot"}},
+	}
+}
+
+// literal reads the value a Given step writes after "=" (a JSON literal:
+// true, 2, "optimistic").
+func literal(text string) (any, error) {
+	var v any
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		return nil, steps.Fault("cannot read the knob value %s: %v", text, err)
+	}
+	if f, ok := v.(float64); ok && f == float64(int(f)) {
+		return int(f), nil
+	}
+	return v, nil
+}
+
+// knobInt reads an integer knob the scenario set.
+func (s *state) knobInt(name string) (int, bool) {
+	n, ok := s.knobs[name].(int)
+	return n, ok && n > 0
 }
 
 // reconfigure re-renders the host section after a Given step.
 func reconfigure(ctx context.Context) error {
 	s := st(ctx)
-	doc := s.toml()
-	var mat map[string]any
+	sec := s.section()
 	if s.transport == TransportTLS {
 		m, err := material()
 		if err != nil {
 			return steps.Fault("cannot make the throwaway TLS material: %v", err)
 		}
 		steps.From(ctx).Secret(m.keyPEM)
-		mat = map[string]any{"cert_pem": m.certPEM, "key_pem": m.keyPEM}
+		sec["tls"] = map[string]any{"cert_pem": m.certPEM, "key_pem": m.keyPEM}
 	}
-	return steps.From(ctx).Configure(family, func(sec map[string]any) {
-		sec["toml"] = doc
-		if mat != nil {
-			sec["tls"] = mat
-		} else {
-			delete(sec, "tls")
+	return steps.From(ctx).Configure(family, func(cur map[string]any) {
+		for k := range cur {
+			delete(cur, k)
+		}
+		for k, v := range sec {
+			cur[k] = v
 		}
 	})
 }
@@ -316,12 +318,24 @@ func registerHost(c *steps.Catalog) {
 		st(ctx).transport = transport
 		return reconfigure(ctx)
 	})
-	c.Given(`^its \[policies\.rcns\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
-		st(ctx).knobs[knob] = literal
+	c.Given(`^its \[policies\.rcns\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, text string) error {
+		v, err := literal(text)
+		if err != nil {
+			return err
+		}
+		st(ctx).knobs[knob] = v
 		return reconfigure(ctx)
 	})
-	c.Given(`^its \[policies\.propose\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, literal string) error {
-		st(ctx).propKnobs[knob] = literal
+	c.Given(`^its \[policies\.propose\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, text string) error {
+		v, err := literal(text)
+		if err != nil {
+			return err
+		}
+		st(ctx).propKnobs[knob] = v
+		return reconfigure(ctx)
+	})
+	c.Given(`^its recipe "([a-z-]+)" is at version "([^"]+)"$`, func(ctx context.Context, name, version string) error {
+		st(ctx).versions[name] = version
 		return reconfigure(ctx)
 	})
 	c.Given(`^its \[policies\.rcns\] leaves ([a-z_]+) unset$`, func(ctx context.Context, knob string) error {
@@ -337,6 +351,14 @@ func registerHost(c *steps.Catalog) {
 		}
 		st(ctx).addAgent(name, tier, scopes)
 		return reconfigure(ctx)
+	})
+	// A scenario that sends a value outside the spec's grammar on purpose
+	// says so; the fixture-grammar test holds every other one to it.
+	c.Given(`^the scenario sends a malformed (method and path|method|path) on purpose$`, func(ctx context.Context, what string) error {
+		for _, w := range strings.Split(what, " and ") {
+			st(ctx).onPurpose[w] = true
+		}
+		return nil
 	})
 	c.Given(`^the operator's recipe seam is available$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
@@ -373,6 +395,10 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 		}
 		opt.TLS = &tls.Config{RootCAs: m.pool}
 	}
+	s.form = h.AGTPBodyForm
+	if s.form == "" {
+		s.form = target.BodyFormEnvelope
+	}
 	c, err := wire.NewClient(h.AGTP, opt)
 	if errors.Is(err, wire.ErrPlaintextNotLoopback) {
 		return nil, w.Block(verdict.CauseTarget, "plaintext AGTP is only allowed to a loopback address and the host is at %s", h.AGTP)
@@ -381,6 +407,14 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 		return nil, steps.Fail("the host's AGTP address %q cannot be dialled: %v", h.AGTP, err)
 	}
 	w.Cleanup(func() { _ = c.Close() })
+	// A restarted host listens elsewhere; the next exchange dials it anew
+	// (and, the connection being the AGTP session, in a new session).
+	w.OnRestart(func(*target.Host) {
+		if s.client == c {
+			_ = c.Close()
+			s.client = nil
+		}
+	})
 	s.client = c
 	return c, nil
 }

@@ -167,7 +167,11 @@ func body(r *steps.Response) (map[string]any, []byte) {
 // endSession closes the scenario's AGTP connection, which is its AGTP
 // session, and waits (up to 3 s) until the host has let go of every
 // synthesis the session obtained without persistence: the server learns of
-// the end asynchronously. The wait asserts nothing; the steps after it do.
+// the end asynchronously. It watches each one's state through INSPECT
+// target=contract (Tier C Resolution names the fields it shows) on a new
+// connection, until it is no longer pending or active; a host whose INSPECT
+// tells nothing gets a fixed grace instead. The wait asserts nothing; the
+// steps after it do.
 func endSession(ctx context.Context) error {
 	s := st(ctx)
 	if s.client != nil {
@@ -177,23 +181,39 @@ func endSession(ctx context.Context) error {
 	bound := s.sessionBound
 	s.sessionBound = nil
 	deadline := time.Now().Add(3 * time.Second)
+	informed := false
 	for _, b := range bound {
 		for {
-			_, ids, err := listing(ctx, b.agent)
+			r, err := send(ctx, b.agent, "INSPECT", "/", options{params: map[string]any{"target": "contract", "synthesis_id": b.sid}, aside: true})
 			if err != nil {
 				return err
 			}
-			if !ids[b.sid] || time.Now().After(deadline) {
+			doc, _ := body(r)
+			state, _ := doc["state"].(string)
+			if r.Status == 200 && state != "" {
+				informed = true
+			}
+			if r.Status != 200 || (state != "active" && state != "pending") || time.Now().After(deadline) {
 				break
 			}
-			select {
-			case <-time.After(50 * time.Millisecond):
-			case <-ctx.Done():
-				return steps.Fault("the run was interrupted while waiting for the session's end: %v", ctx.Err())
+			if err := pause(ctx, 50*time.Millisecond); err != nil {
+				return err
 			}
 		}
 	}
+	if len(bound) > 0 && !informed {
+		return pause(ctx, 300*time.Millisecond)
+	}
 	return nil
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return steps.Fault("the run was interrupted while waiting for the session's end: %v", ctx.Err())
+	}
 }
 
 // pollProposal sends QUERY /proposals/{proposal_id} as agent.
@@ -213,6 +233,7 @@ func registerPropose(c *steps.Catalog) {
 			return err
 		}
 		path = s.expand(path)
+		s.proposed = proposedPair{method, path}
 		before := s.current
 		s.current = ""
 		r, err := send(ctx, who, "PROPOSE", "/", options{params: proposalParams(method, path, o), claim: o.claim})

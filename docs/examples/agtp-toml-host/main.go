@@ -1,10 +1,13 @@
 // Command agtp-toml-host is an example of the kind of host the exec target
 // certifies: an AGTP/1.0 server configured by a TOML file and PEM files,
 // with no seams and no HTTP surface. It serves parley's reference AGTP host
-// (refhost/agtp) and prints the exec target's ready line. Its adapter is
+// (refhost/agtp, whose TOML dialect docs/agtp-host.md describes) and prints
+// the exec target's ready line, declaring the request body form -body-form
+// names (the host reads both). Its adapter, which translates parley's
+// spec-level configuration into this TOML, is
 // docs/examples/agtp-exec-adapter.sh.
 //
-//	agtp-toml-host -config host.toml [-cert cert.pem -key key.pem] [-data DIR] [-listen 127.0.0.1:0]
+//	agtp-toml-host -config host.toml [-cert cert.pem -key key.pem] [-data DIR] [-listen 127.0.0.1:0] [-body-form envelope|flat]
 package main
 
 import (
@@ -35,7 +38,11 @@ func run() error {
 	key := flag.String("key", "", "PEM private key")
 	data := flag.String("data", "", "durable state directory (default: a temporary one)")
 	listen := flag.String("listen", "127.0.0.1:0", "AGTP listen address")
+	bodyForm := flag.String("body-form", "envelope", "the request body form to declare in the ready line: envelope or flat (the host reads both)")
 	flag.Parse()
+	if *bodyForm != "envelope" && *bodyForm != "flat" {
+		return fmt.Errorf("-body-form %q: want envelope or flat", *bodyForm)
+	}
 	b, err := os.ReadFile(*config)
 	if err != nil {
 		return err
@@ -68,7 +75,7 @@ func run() error {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS13, NextProtos: []string{"agtp"}})
 	}
 	go func() { _ = h.ServeAGTP(ln) }()
-	ready, _ := json.Marshal(map[string]string{"parley": "ready", "agtp": ln.Addr().String()})
+	ready, _ := json.Marshal(map[string]string{"parley": "ready", "agtp": ln.Addr().String(), "agtp_body_form": *bodyForm})
 	fmt.Println(string(ready))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
