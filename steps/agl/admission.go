@@ -61,6 +61,31 @@ func poll(what string, read func() (bool, error)) error {
 	}
 }
 
+// waitPaused returns once the host's seam reports a pause armed at boundary
+// has fired: a dispatch is held there. What the host says while it is held
+// is only meaningful after that, however slowly the host got there.
+func waitPaused(ctx context.Context, boundary string) error {
+	w := steps.From(ctx)
+	return poll("no dispatch had reached the pause at "+boundary, func() (bool, error) {
+		r, err := w.Seam(ctx, http.MethodGet, seamPath+"/faults", nil, nil)
+		if err != nil {
+			return false, err
+		}
+		m, err := r.JSON()
+		if err != nil {
+			return false, err
+		}
+		list, _ := m["faults"].([]any)
+		for _, e := range list {
+			f, _ := e.(map[string]any)
+			if n := intOf(f["fired"]); str(f, "boundary") == boundary && n > 0 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
 func (s *state) openScope(ctx context.Context, path, role string, body map[string]any) (*steps.Response, error) {
 	return s.do(ctx, http.MethodPost, api+path, role, body)
 }
@@ -157,26 +182,8 @@ func registerAdmission(c *steps.Catalog) {
 		})
 	})
 	c.When(`^the host has a dispatch paused (in the claim|at the external call)$`, func(ctx context.Context, where string) error {
-		w := steps.From(ctx)
 		boundary := map[string]string{"in the claim": "claim", "at the external call": "external_call"}[where]
-		return poll("no dispatch had reached the pause "+where, func() (bool, error) {
-			r, err := w.Seam(ctx, http.MethodGet, seamPath+"/faults", nil, nil)
-			if err != nil {
-				return false, err
-			}
-			m, err := r.JSON()
-			if err != nil {
-				return false, err
-			}
-			list, _ := m["faults"].([]any)
-			for _, e := range list {
-				f, _ := e.(map[string]any)
-				if n := intOf(f["fired"]); str(f, "boundary") == boundary && n > 0 {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
+		return waitPaused(ctx, boundary)
 	})
 	c.Then(`^the host holds no admission slot and no budget reservation$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)

@@ -549,7 +549,9 @@ func registerChecks(c *steps.Catalog) {
 		if s.opID == "" {
 			s.opID = str(s.prop, "operation_id")
 		}
-		time.Sleep(200 * time.Millisecond)
+		if err := waitPaused(ctx, "external_call"); err != nil {
+			return err
+		}
 		m, err := s.operation(ctx)
 		if err != nil {
 			return err
@@ -572,6 +574,9 @@ func registerChecks(c *steps.Catalog) {
 	})
 	c.Then(`^while the call is paused the destination has received no message$`, func(ctx context.Context) error {
 		s := st(ctx)
+		if err := waitPaused(ctx, "external_call"); err != nil {
+			return err
+		}
 		return s.expectMessages(ctx, s.mail, "destination", 0)
 	})
 
