@@ -117,7 +117,9 @@ func openDB(dir string) (*sql.DB, error) {
 	// One connection: SQLite serialises writers anyway, and a single
 	// connection makes every transaction below strictly serial.
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
+	// The schema in one transaction: one commit (one fsync at
+	// synchronous=FULL) instead of one per statement.
+	if err := execInTx(db, schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("agtp: schema: %w", err)
 	}
@@ -126,6 +128,18 @@ func openDB(dir string) (*sql.DB, error) {
 		return nil, fmt.Errorf("agtp: schema migration: %w", err)
 	}
 	return db, nil
+}
+
+func execInTx(db *sql.DB, stmts string) error {
+	tx, err := db.Begin()
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(stmts); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // migrate adds the columns later versions introduced to a store an earlier

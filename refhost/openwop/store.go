@@ -67,7 +67,17 @@ func openStore(dir string) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := db.Exec(schemaSQL); err != nil {
+	// One transaction: one commit (one fsync at synchronous=FULL) for the
+	// whole schema instead of one per statement.
+	tx, err := db.Begin()
+	if err == nil {
+		if _, err = tx.Exec(schemaSQL); err != nil {
+			tx.Rollback()
+		} else {
+			err = tx.Commit()
+		}
+	}
+	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("openwop: migrate: %w", err)
 	}
