@@ -9,7 +9,9 @@
 package aglchecker
 
 import (
+	"bytes"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -42,4 +44,48 @@ func Names() []string {
 	})
 	sort.Strings(out)
 	return out
+}
+
+// Reordered re-encodes a JSON value with every object's members in reverse
+// order and no whitespace: the same workflow, other bytes. Both the
+// suite and the checker's own tests use it to show an answer depends on
+// the workflow, not on its encoding.
+func Reordered(v any) []byte {
+	var b bytes.Buffer
+	var enc func(v any)
+	enc = func(v any) {
+		switch t := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(t))
+			for k := range t {
+				keys = append(keys, k)
+			}
+			sort.Sort(sort.Reverse(sort.StringSlice(keys)))
+			b.WriteByte('{')
+			for i, k := range keys {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				kb, _ := json.Marshal(k)
+				b.Write(kb)
+				b.WriteByte(':')
+				enc(t[k])
+			}
+			b.WriteByte('}')
+		case []any:
+			b.WriteByte('[')
+			for i, e := range t {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				enc(e)
+			}
+			b.WriteByte(']')
+		default:
+			eb, _ := json.Marshal(t)
+			b.Write(eb)
+		}
+	}
+	enc(v)
+	return b.Bytes()
 }

@@ -69,48 +69,6 @@ func suiteDoc(raw []byte) (map[string]any, error) {
 	return m, nil
 }
 
-// reordered re-encodes a JSON value with every object's members in reverse
-// order and no whitespace: the same workflow, other bytes.
-func reordered(v any) []byte {
-	var b bytes.Buffer
-	var enc func(v any)
-	enc = func(v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			keys := make([]string, 0, len(t))
-			for k := range t {
-				keys = append(keys, k)
-			}
-			sort.Sort(sort.Reverse(sort.StringSlice(keys)))
-			b.WriteByte('{')
-			for i, k := range keys {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				kb, _ := json.Marshal(k)
-				b.Write(kb)
-				b.WriteByte(':')
-				enc(t[k])
-			}
-			b.WriteByte('}')
-		case []any:
-			b.WriteByte('[')
-			for i, e := range t {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				enc(e)
-			}
-			b.WriteByte(']')
-		default:
-			eb, _ := json.Marshal(t)
-			b.Write(eb)
-		}
-	}
-	enc(v)
-	return b.Bytes()
-}
-
 // check posts a document to the checker and makes the answer the last response.
 func (cs *checkState) check(ctx context.Context, name string, doc []byte) error {
 	w := steps.From(ctx)
@@ -206,7 +164,7 @@ func registerChecker(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		return cst(ctx).check(ctx, name, reordered(m))
+		return cst(ctx).check(ctx, name, aglchecker.Reordered(m))
 	})
 	c.When(`^the checker checks the workflow "([^"]*)" (declaring IR version "[^"]*"|with an unknown statement kind|with a statement that has no span|with a member the IR does not define|with an operation that does not say whether it is idempotent)$`, func(ctx context.Context, name, how string) error {
 		doc, err := fixture(name)

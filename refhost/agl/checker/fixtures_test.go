@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"reflect"
-	"sort"
 	"testing"
 
 	aglchecker "github.com/parley-conformance/parley/scenarios/agl-checker"
@@ -48,7 +47,7 @@ func TestFixturesAreDeterministic(t *testing.T) {
 		if err := dec.Decode(&v); err != nil {
 			t.Fatal(err)
 		}
-		wf2, err := Decode(reversedJSON(v))
+		wf2, err := Decode(aglchecker.Reordered(v))
 		if err != nil {
 			t.Fatalf("%s reordered: %v", n, err)
 		}
@@ -60,46 +59,6 @@ func TestFixturesAreDeterministic(t *testing.T) {
 		t.Errorf("%d negative fixtures and %d positive: at least half must be negative", negative, positive)
 	}
 	t.Logf("%d fixtures: %d positive, %d negative", len(names), positive, negative)
-}
-
-func reversedJSON(v any) []byte {
-	var b bytes.Buffer
-	var enc func(v any)
-	enc = func(v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			keys := make([]string, 0, len(t))
-			for k := range t {
-				keys = append(keys, k)
-			}
-			sort.Sort(sort.Reverse(sort.StringSlice(keys)))
-			b.WriteByte('{')
-			for i, k := range keys {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				kb, _ := json.Marshal(k)
-				b.Write(kb)
-				b.WriteByte(':')
-				enc(t[k])
-			}
-			b.WriteByte('}')
-		case []any:
-			b.WriteByte('[')
-			for i, e := range t {
-				if i > 0 {
-					b.WriteByte(',')
-				}
-				enc(e)
-			}
-			b.WriteByte(']')
-		default:
-			eb, _ := json.Marshal(t)
-			b.Write(eb)
-		}
-	}
-	enc(v)
-	return b.Bytes()
 }
 
 // TestFixturesDump prints what the checker says of every fixture (with -v
