@@ -37,10 +37,7 @@ func (s *state) admissionState(ctx context.Context) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Assert(r.Status == http.StatusOK, "the admission seam answered %s", r); err != nil {
-		return nil, err
-	}
-	if err := w.ExpectSchema("agl/seam-admission.json", r.Body); err != nil {
+	if err := okAnswer(w, r, "agl/seam-admission.json", "the admission seam answered"); err != nil {
 		return nil, err
 	}
 	return r.JSON()
@@ -59,6 +56,15 @@ func poll(what string, read func() (bool, error)) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// okAnswer asserts a read the step depends on answered 200 in its schema;
+// what names the read in the failure.
+func okAnswer(w *steps.World, r *steps.Response, schema, what string) error {
+	if err := w.Assert(r.Status == http.StatusOK, "%s: %s", what, r); err != nil {
+		return err
+	}
+	return w.ExpectSchema(schema, r.Body)
 }
 
 // waitPaused returns once the host's seam reports a pause armed at boundary
@@ -301,10 +307,7 @@ func registerAdmission(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(r.Status == http.StatusOK, "reading the execution's budget: %s", r); err != nil {
-			return err
-		}
-		if err := w.ExpectSchema("agl/scope.json", r.Body); err != nil {
+		if err := okAnswer(w, r, "agl/scope.json", "reading the execution's budget"); err != nil {
 			return err
 		}
 		used, _ := steps.Lookup(m, "used.tool_calls")

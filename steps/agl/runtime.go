@@ -169,10 +169,7 @@ func registerRuntime(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(r.Status == http.StatusOK, "listing the execution's operations: %s", r); err != nil {
-			return err
-		}
-		if err := w.ExpectSchema("agl/operation-list.json", r.Body); err != nil {
+		if err := okAnswer(w, r, "agl/operation-list.json", "listing the execution's operations"); err != nil {
 			return err
 		}
 		list, _ := m["operations"].([]any)
@@ -381,10 +378,7 @@ func registerRuntime(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(r.Status == http.StatusOK, "the clock seam answered %s", r); err != nil {
-			return err
-		}
-		return w.ExpectSchema("agl/seam-clock.json", r.Body)
+		return okAnswer(w, r, "agl/seam-clock.json", "the clock seam answered")
 	})
 	c.When(`^the host's retention sweep runs$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
@@ -392,10 +386,7 @@ func registerRuntime(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(r.Status == http.StatusOK, "the retention seam answered %s", r); err != nil {
-			return err
-		}
-		if err := w.ExpectSchema("agl/seam-retention.json", r.Body); err != nil {
+		if err := okAnswer(w, r, "agl/seam-retention.json", "the retention seam answered"); err != nil {
 			return err
 		}
 		s.sweep, _ = r.JSON()
