@@ -174,7 +174,7 @@ func BenchmarkDispatch(b *testing.B) {
 	bh.mux.HandleFunc("POST /bare/dispatch", func(w http.ResponseWriter, r *http.Request) {
 		var req map[string]any
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), 400)
+			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		id := ids[next]
@@ -195,7 +195,7 @@ func BenchmarkDispatch(b *testing.B) {
 			return err
 		})
 		if err != nil {
-			http.Error(w, err.Error(), 500)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		dreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, bh.bareDest+"/send", bytes.NewReader(destBody))
@@ -205,7 +205,7 @@ func BenchmarkDispatch(b *testing.B) {
 		dreq.Header.Set("X-AGL-Attempt", "1")
 		dresp, err := destClient.Do(dreq)
 		if err != nil {
-			http.Error(w, err.Error(), 502)
+			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
 		var receipt struct {
@@ -214,7 +214,7 @@ func BenchmarkDispatch(b *testing.B) {
 		raw, _ := io.ReadAll(dresp.Body)
 		dresp.Body.Close()
 		if json.Unmarshal(raw, &receipt) != nil || receipt.MessageID == "" {
-			http.Error(w, "no receipt", 502)
+			http.Error(w, "no receipt", http.StatusBadGateway)
 			return
 		}
 		err = bh.bare.tx(ctx, func(tx *sql.Tx) error {
@@ -229,7 +229,7 @@ func BenchmarkDispatch(b *testing.B) {
 			return err
 		})
 		if err != nil {
-			http.Error(w, err.Error(), 500)
+			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Cache-Control", "no-store")
