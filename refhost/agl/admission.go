@@ -176,10 +176,12 @@ func (h *Host) loadScope(ctx context.Context, q querier, id string) (*scopeRow, 
 // scopeChain resolves the scopes a dispatch is charged to: the one it names
 // and its ancestors, or the execution's root scope. None when the execution
 // has no budget.
+var sqlRootScope = hot(`SELECT id FROM scopes WHERE execution_id=? AND parent_id IS NULL`)
+
 func (h *Host) scopeChain(ctx context.Context, execID, scopeID string) ([]*scopeRow, *Denial, error) {
 	if scopeID == "" {
 		var root string
-		err := h.st.db.QueryRowContext(ctx, `SELECT id FROM scopes WHERE execution_id=? AND parent_id IS NULL`, execID).Scan(&root)
+		err := h.st.row(ctx, h.st.db, sqlRootScope, execID).Scan(&root)
 		if isNoRows(err) {
 			return nil, nil, nil
 		} else if err != nil {

@@ -63,10 +63,12 @@ func (h *Host) audit(tx *sql.Tx, rec auditRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(`INSERT INTO audit(at,event,record,operation_id,execution_id) VALUES(?,?,?,?,?)`,
+	_, err = h.st.exec(context.Background(), tx, sqlAuditInsert,
 		h.nowMS(), rec.Event, string(b), nullStr(rec.OperationID), nullStr(rec.ExecutionID))
 	return err
 }
+
+var sqlAuditInsert = hot(`INSERT INTO audit(at,event,record,operation_id,execution_id) VALUES(?,?,?,?,?)`)
 
 func nullStr(s string) any {
 	if s == "" {

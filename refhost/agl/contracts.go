@@ -273,12 +273,12 @@ func (h *Host) hRegisterContract(w http.ResponseWriter, r *http.Request) {
 		"contract_fingerprint": fp, "implementation_fingerprint": c.ImplementationFingerprint, "contract": c})
 }
 
-func (h *Host) loadContract(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, name string) (*contractRow, error) {
+var sqlLoadContract = hot(`SELECT doc, contract_fp, registered_at FROM contracts WHERE qualified_name=?`)
+
+func (h *Host) loadContract(ctx context.Context, q querier, name string) (*contractRow, error) {
 	var doc string
 	row := &contractRow{}
-	err := q.QueryRowContext(ctx, `SELECT doc, contract_fp, registered_at FROM contracts WHERE qualified_name=?`, name).Scan(&doc, &row.Fingerprint, &row.RegisteredAt)
+	err := h.st.row(ctx, q, sqlLoadContract, name).Scan(&doc, &row.Fingerprint, &row.RegisteredAt)
 	if err != nil {
 		return nil, err
 	}
@@ -347,12 +347,12 @@ func (h *Host) hPutAgent(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, map[string]any{"agent_id": id, "principal": a.Principal, "tools": a.Tools, "effect_ceiling": a.EffectCeiling})
 }
 
-func (h *Host) loadAgent(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}, id string) (*Agent, error) {
+var sqlLoadAgent = hot(`SELECT principal, tools, effect_ceiling FROM agents WHERE agent_id=?`)
+
+func (h *Host) loadAgent(ctx context.Context, q querier, id string) (*Agent, error) {
 	var a Agent
 	var tools, ceil string
-	if err := q.QueryRowContext(ctx, `SELECT principal, tools, effect_ceiling FROM agents WHERE agent_id=?`, id).Scan(&a.Principal, &tools, &ceil); err != nil {
+	if err := h.st.row(ctx, q, sqlLoadAgent, id).Scan(&a.Principal, &tools, &ceil); err != nil {
 		return nil, err
 	}
 	json.Unmarshal([]byte(tools), &a.Tools)

@@ -233,9 +233,24 @@ func (h *Host) recheck(ctx context.Context, q querier, grantID string, p *permit
 	return nil
 }
 
+// The claim's statements, the permit, the operation and the resource each
+// guarded by the state it must still be in.
+var (
+	sqlContractFP     = hot(`SELECT contract_fp FROM contracts WHERE qualified_name=?`)
+	sqlConsumePermit  = hot(`UPDATE permits SET consumed_at=?, consumed_by=? WHERE id=? AND consumed_at IS NULL AND revoked_at IS NULL AND expires_at>?`)
+	sqlClaimOperation = hot(`UPDATE operations SET state='Claimed', permit_id=?, attempt=1, owner_instance=?, updated_at=? WHERE id=? AND state='Pending'`)
+	sqlClaimResource  = hot(`UPDATE resources SET state='Dispatching', last_operation=?, updated_at=? WHERE id=? AND revision=? AND state=?`)
+	sqlOutcome        = hot(`UPDATE operations SET state=?, outcome=?, attempt=?, updated_at=? WHERE id=? AND state='Claimed'`)
+	sqlOutcomeRes     = hot(`UPDATE resources SET state=?, updated_at=? WHERE id=? AND state='Dispatching' AND last_operation=?`)
+)
+
 func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *proposalRow, chain []string) (*operationRow, *Denial, error) {
 	ctx := f.pre
+	// The statements inside the transaction run without the request's
+	// context, as tx.Exec does: only the cancellation check ends a claim.
+	bg := context.Background()
 	var opID string
+	var op *operationRow
 	err := h.st.tx(ctx, func(tx *sql.Tx) error {
 		now := h.nowMS()
 		if proposal == nil {
@@ -258,7 +273,7 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 		// The contract and the agent's tool set may have changed since
 		// steps 1 and 3 read them; inside the claim nothing can change.
 		var fp string
-		if err := tx.QueryRow(`SELECT contract_fp FROM contracts WHERE qualified_name=?`, ev.contract.QualifiedName).Scan(&fp); err != nil {
+		if err := h.st.row(bg, tx, sqlContractFP, ev.contract.QualifiedName).Scan(&fp); err != nil {
 			return err
 		}
 		if fp != ev.contract.Fingerprint {
@@ -268,8 +283,7 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 			return errAbort{deny(403, "tool_not_in_toolset", "authorization_denied", 7, "agent %s lost %s during dispatch", ev.req.AgentID, ev.req.Operation)}
 		}
 		if permit != nil {
-			res, err := tx.Exec(`UPDATE permits SET consumed_at=?, consumed_by=? WHERE id=? AND consumed_at IS NULL AND revoked_at IS NULL AND expires_at>?`,
-				now, opID, permit.ID, now)
+			res, err := h.st.exec(bg, tx, sqlConsumePermit, now, opID, permit.ID, now)
 			if err != nil {
 				return err
 			}
@@ -280,8 +294,7 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 				}
 				return errAbort{h.consumedDenial(ctx, tx, fresh, 7)}
 			}
-			res, err = tx.Exec(`UPDATE operations SET state='Claimed', permit_id=?, attempt=1, owner_instance=?, updated_at=? WHERE id=? AND state='Pending'`,
-				permit.ID, h.instance, now, opID)
+			res, err = h.st.exec(bg, tx, sqlClaimOperation, permit.ID, h.instance, now, opID)
 			if err != nil {
 				return err
 			}
@@ -293,8 +306,7 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 		// same resource loses here even under a distinct permit.
 		for _, pc := range ev.contract.ProtocolPreconditions {
 			rh := ev.handles[pc.Argument]
-			res, err := tx.Exec(`UPDATE resources SET state='Dispatching', last_operation=?, updated_at=? WHERE id=? AND revision=? AND state=?`,
-				opID, now, rh.ResourceID, rh.Revision, pc.State)
+			res, err := h.st.exec(bg, tx, sqlClaimResource, opID, now, rh.ResourceID, rh.Revision, pc.State)
 			if err != nil {
 				return err
 			}
@@ -321,6 +333,13 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 		if err := h.fire(ctx, boundaryClaim, ev.contract.QualifiedName); err != nil {
 			return err
 		}
+		// The claimed operation as this transaction commits it, read on
+		// the transaction's own connection rather than in a second read
+		// transaction after the commit.
+		var err error
+		if op, err = h.loadOperation(bg, tx, opID); err != nil {
+			return err
+		}
 		// A cancellation that arrived before the commit wins: roll back.
 		if f.wasCancelled() {
 			return errCancelled
@@ -343,8 +362,7 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 		}
 		return nil, nil, err
 	}
-	op, err := h.loadOperation(ctx, h.st.db, opID)
-	return op, nil, err
+	return op, nil, nil
 }
 
 func (h *Host) opAudit(event string, ev *evaluation, p *proposalRow, permit *permitRow) auditRecord {
@@ -499,8 +517,7 @@ func (h *Host) persistOutcome(ctx context.Context, ev *evaluation, prop *proposa
 	outcome, _ := json.Marshal(res)
 	return h.st.tx(ctx, func(tx *sql.Tx) error {
 		now := h.nowMS()
-		r, err := tx.Exec(`UPDATE operations SET state=?, outcome=?, attempt=?, updated_at=? WHERE id=? AND state='Claimed'`,
-			state, string(outcome), attempt, now, opID)
+		r, err := h.st.exec(context.Background(), tx, sqlOutcome, state, string(outcome), attempt, now, opID)
 		if err != nil {
 			return err
 		}
@@ -512,8 +529,7 @@ func (h *Host) persistOutcome(ctx context.Context, ev *evaluation, prop *proposa
 		if prop.ResourceID != "" && ev.contract.ProtocolOutcomes != nil {
 			resState = map[string]string{"Completed": ev.contract.ProtocolOutcomes.Success, "FailedNoEffect": ev.contract.ProtocolOutcomes.NoEffect,
 				"Unknown": ev.contract.ProtocolOutcomes.Uncertain}[state]
-			if _, err := tx.Exec(`UPDATE resources SET state=?, updated_at=? WHERE id=? AND state='Dispatching' AND last_operation=?`,
-				resState, now, prop.ResourceID, opID); err != nil {
+			if _, err := h.st.exec(context.Background(), tx, sqlOutcomeRes, resState, now, prop.ResourceID, opID); err != nil {
 				return err
 			}
 		}

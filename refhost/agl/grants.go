@@ -65,12 +65,17 @@ func scanGrant(row *sql.Row) (*grantRow, error) {
 	return g, nil
 }
 
+var (
+	sqlGrantByID    = hot(`SELECT ` + grantCols + ` FROM grants WHERE id=?`)
+	sqlGrantByToken = hot(`SELECT ` + grantCols + ` FROM grants WHERE token_hash=?`)
+)
+
 func (h *Host) grantByID(ctx context.Context, q querier, id string) (*grantRow, error) {
-	return scanGrant(q.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants WHERE id=?`, id))
+	return scanGrant(h.st.row(ctx, q, sqlGrantByID, id))
 }
 
 func (h *Host) grantByToken(ctx context.Context, q querier, token string) (*grantRow, error) {
-	return scanGrant(q.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants WHERE token_hash=?`, hashToken(token)))
+	return scanGrant(h.st.row(ctx, q, sqlGrantByToken, hashToken(token)))
 }
 
 // checkGrantChain refuses a grant that, or any of whose ancestors, is

@@ -47,8 +47,10 @@ func scanOp(sc interface{ Scan(...any) error }) (*operationRow, error) {
 	return o, nil
 }
 
+var sqlLoadOperation = hot(`SELECT ` + opCols + ` FROM operations WHERE id=?`)
+
 func (h *Host) loadOperation(ctx context.Context, q querier, id string) (*operationRow, error) {
-	return scanOp(q.QueryRowContext(ctx, `SELECT `+opCols+` FROM operations WHERE id=?`, id))
+	return scanOp(h.st.row(ctx, q, sqlLoadOperation, id))
 }
 
 func (h *Host) hGetOperation(w http.ResponseWriter, r *http.Request) {

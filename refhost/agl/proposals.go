@@ -31,13 +31,15 @@ func (p *proposalRow) view() map[string]any {
 	return v
 }
 
+var sqlLoadProposal = hot(`SELECT id, operation_id, execution_id, principal, agent_id, qualified_name, contract_fp,
+		implementation_fp, policy_fp, grant_id, snapshot, digest, resource_id, revision, created_at FROM proposals WHERE id=?`)
+
 func (h *Host) loadProposal(ctx context.Context, q querier, id string) (*proposalRow, error) {
 	p := &proposalRow{}
 	var snap string
 	var rid sql.NullString
 	var rev sql.NullInt64
-	err := q.QueryRowContext(ctx, `SELECT id, operation_id, execution_id, principal, agent_id, qualified_name, contract_fp,
-		implementation_fp, policy_fp, grant_id, snapshot, digest, resource_id, revision, created_at FROM proposals WHERE id=?`, id).
+	err := h.st.row(ctx, q, sqlLoadProposal, id).
 		Scan(&p.ID, &p.OperationID, &p.ExecutionID, &p.Principal, &p.AgentID, &p.QualifiedName, &p.ContractFP, &p.ImplFP,
 			&p.PolicyFP, &p.GrantID, &snap, &p.Digest, &rid, &rev, &p.CreatedAt)
 	if err != nil {
@@ -409,12 +411,17 @@ func scanPermit(row *sql.Row) (*permitRow, error) {
 
 const permitCols = `id, proposal_id, request_id, approver, issued_at, expires_at, revoked_at, consumed_at, consumed_by`
 
+var (
+	sqlPermitByToken = hot(`SELECT ` + permitCols + ` FROM permits WHERE token_hash=?`)
+	sqlPermitByID    = hot(`SELECT ` + permitCols + ` FROM permits WHERE id=?`)
+)
+
 func (h *Host) permitByToken(ctx context.Context, q querier, token string) (*permitRow, error) {
-	return scanPermit(q.QueryRowContext(ctx, `SELECT `+permitCols+` FROM permits WHERE token_hash=?`, hashToken(token)))
+	return scanPermit(h.st.row(ctx, q, sqlPermitByToken, hashToken(token)))
 }
 
 func (h *Host) permitByID(ctx context.Context, q querier, id string) (*permitRow, error) {
-	return scanPermit(q.QueryRowContext(ctx, `SELECT `+permitCols+` FROM permits WHERE id=?`, id))
+	return scanPermit(h.st.row(ctx, q, sqlPermitByID, id))
 }
 
 func (p *permitRow) view() map[string]any {

@@ -40,12 +40,14 @@ func (r *resourceRow) view() map[string]any {
 	}
 }
 
+var sqlLoadResource = hot(`SELECT r.id, r.kind, r.owner, r.revision, r.state, r.payload, r.payload_digest,
+		COALESCE(r.last_operation,''), v.handle FROM resources r JOIN resource_revisions v ON v.resource_id=r.id AND v.revision=r.revision
+		WHERE r.id=?`)
+
 func (h *Host) loadResource(ctx context.Context, q querier, id string) (*resourceRow, error) {
 	r := &resourceRow{}
 	var payload string
-	err := q.QueryRowContext(ctx, `SELECT r.id, r.kind, r.owner, r.revision, r.state, r.payload, r.payload_digest,
-		COALESCE(r.last_operation,''), v.handle FROM resources r JOIN resource_revisions v ON v.resource_id=r.id AND v.revision=r.revision
-		WHERE r.id=?`, id).Scan(&r.ID, &r.Kind, &r.Owner, &r.Revision, &r.State, &payload, &r.PayloadDigest, &r.LastOperation, &r.Handle)
+	err := h.st.row(ctx, q, sqlLoadResource, id).Scan(&r.ID, &r.Kind, &r.Owner, &r.Revision, &r.State, &payload, &r.PayloadDigest, &r.LastOperation, &r.Handle)
 	if err != nil {
 		return nil, err
 	}
@@ -64,11 +66,13 @@ type resolvedHandle struct {
 	PayloadDigest string
 }
 
+var sqlResolveHandle = hot(`SELECT v.resource_id, r.kind, r.owner, v.revision, v.payload, v.payload_digest
+		FROM resource_revisions v JOIN resources r ON r.id=v.resource_id WHERE v.handle=?`)
+
 func (h *Host) resolveHandle(ctx context.Context, q querier, handle string) (*resolvedHandle, error) {
 	rh := &resolvedHandle{}
 	var payload string
-	err := q.QueryRowContext(ctx, `SELECT v.resource_id, r.kind, r.owner, v.revision, v.payload, v.payload_digest
-		FROM resource_revisions v JOIN resources r ON r.id=v.resource_id WHERE v.handle=?`, handle).
+	err := h.st.row(ctx, q, sqlResolveHandle, handle).
 		Scan(&rh.ResourceID, &rh.Kind, &rh.Owner, &rh.Revision, &payload, &rh.PayloadDigest)
 	if err != nil {
 		return nil, err

@@ -164,6 +164,48 @@ CREATE TABLE IF NOT EXISTS instances (
 
 type store struct {
 	db *sql.DB
+	// stmts holds the hot statements (hot), prepared when the store opens.
+	// Read-only afterwards.
+	stmts map[string]*sql.Stmt
+}
+
+// hotSQL lists the statements every dispatch runs. SQLite parsing a
+// statement costs about as much as running it; these are parsed once per
+// connection instead of once per call (database/sql keeps a prepared copy
+// on each connection that ran one, and Tx.Stmt reuses the transaction's
+// connection's copy).
+var hotSQL []string
+
+// hot registers query as a hot statement and returns it unchanged. Call it
+// only from package-level variable initialisers, so that every hot statement
+// is known before a store opens.
+func hot(query string) string {
+	hotSQL = append(hotSQL, query)
+	return query
+}
+
+// row runs query through q (the store's pool or one of its transactions),
+// prepared when it is a hot statement, as written otherwise.
+func (s *store) row(ctx context.Context, q querier, query string, args ...any) *sql.Row {
+	if st := s.stmts[query]; st != nil {
+		switch q := q.(type) {
+		case *sql.Tx:
+			return q.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+		case *sql.DB:
+			if q == s.db {
+				return st.QueryRowContext(ctx, args...)
+			}
+		}
+	}
+	return q.QueryRowContext(ctx, query, args...)
+}
+
+// exec runs query in tx, prepared when it is a hot statement.
+func (s *store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if st := s.stmts[query]; st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
 }
 
 func openStore(path string, busy time.Duration) (*store, error) {
@@ -196,6 +238,18 @@ func openStore(path string, busy time.Duration) (*store, error) {
 		db.Close()
 		return nil, fmt.Errorf("agl: initialise operation store %s: %w", path, err)
 	}
+	// Prepared on one connection now; each other connection prepares its
+	// own copy the first time it runs one, on that connection, so a
+	// transaction never asks the pool for a second connection to do it.
+	s.stmts = make(map[string]*sql.Stmt, len(hotSQL))
+	for _, q := range hotSQL {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("agl: prepare %q: %w", q, err)
+		}
+		s.stmts[q] = st
+	}
 	return s, nil
 }
 
@@ -225,6 +279,11 @@ func (s *store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	return tx.Commit()
 }
 
-func (s *store) close() error { return s.db.Close() }
+func (s *store) close() error {
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	return s.db.Close()
+}
 
 func isNoRows(err error) bool { return errors.Is(err, sql.ErrNoRows) }
