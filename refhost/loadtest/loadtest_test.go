@@ -125,8 +125,10 @@ type load struct {
 	errs []error
 	// What the host answered, to check against what it kept.
 	sids, attempts, preflights, ops map[string]bool
-	decisions                       map[string][]byte // preflight_id -> POST answer
-	stopped                         bool
+	// bookings: the counter value each gated answer reported, and how often.
+	bookings  map[int]int
+	decisions map[string][]byte // preflight_id -> POST answer
+	stopped   bool
 }
 
 type agent struct {
@@ -143,47 +145,25 @@ type agent struct {
 func agtpID(n int) string { return fmt.Sprintf("%064x", n+1) }
 
 func hostConfig(agents int, destURL string) []byte {
-	var toml strings.Builder
-	toml.WriteString(`server_id = "refhost-load"
-
-[policies.rcns]
-enabled = true
-mode = "optimistic"
-rate_limit_per_minute = 100000
-
-[[policies.recipes]]
-name = "room-booking"
-version = "1"
-method = "BOOK"
-path = "/room/{id}"
-steps = ["rooms.put", "bookings.count"]
-success_status = 201
-
-[[primitives]]
-name = "rooms.put"
-kind = "record.put"
-collection = "rooms"
-scopes = ["rooms:write"]
-
-[[primitives]]
-name = "bookings.count"
-kind = "counter.incr"
-collection = "bookings"
-scopes = ["rooms:write"]
-
-[[primitives]]
-name = "bookings.read"
-kind = "counter.get"
-collection = "bookings"
-scopes = ["rooms:read"]
-
-[[endpoints]]
-method = "REPORT"
-path = "/bookings"
-primitive = "bookings.read"
-`)
+	agtpAgents := make([]any, agents)
 	for i := range agents {
-		fmt.Fprintf(&toml, "\n[[agents]]\nagent_id = %q\ntrust_tier = 1\nscopes = [\"rooms:*\", \"rcns:negotiate\"]\n", agtpID(i))
+		agtpAgents[i] = map[string]any{"agent_id": agtpID(i), "trust_tier": 1, "scopes": []string{"rooms:*", "rcns:negotiate"}}
+	}
+	// The AGTP section in the suite's spec-level terms: an optimistic gate
+	// composing BOOK /room/{id} from a store and a count, and a Tier A
+	// listing of what was stored.
+	section := map[string]any{
+		"server_id": "refhost-load",
+		"rcns":      map[string]any{"enabled": true, "mode": "optimistic", "rate_limit_per_minute": 100000},
+		"agents":    agtpAgents,
+		"capabilities": []any{
+			map[string]any{"name": "store-room", "effect": "store", "records": "rooms", "authority_scope": []string{"rooms:write"}},
+			map[string]any{"name": "count-booking", "effect": "count", "records": "bookings", "authority_scope": []string{"rooms:write"}},
+			map[string]any{"name": "list-rooms", "effect": "list", "records": "rooms", "authority_scope": []string{"rooms:read"}},
+		},
+		"endpoints": []any{map[string]any{"method": "REPORT", "path": "/rooms", "tier": "A", "capability": "list-rooms"}},
+		"recipes": []any{map[string]any{"name": "room-booking", "version": "1", "method": "BOOK", "path": "/room/{id}",
+			"composed_of": []string{"store-room", "count-booking"}, "success_status": 201}},
 	}
 	cfg := map[string]any{
 		"seams":          true, // the ContractRefine WAL is read back through its seam
@@ -194,7 +174,7 @@ primitive = "bookings.read"
 			// Sized for the load: every agent may be dispatching at once.
 			"max_concurrent_dispatches": agents,
 		},
-		"agtp": map[string]any{"toml": toml.String()},
+		"agtp": section,
 	}
 	b, _ := json.Marshal(cfg)
 	return b
@@ -211,7 +191,7 @@ func start(t *testing.T, agents int) *load {
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 2 * agents, IdleConnTimeout: 30 * time.Second}
 	l := &load{t: t, host: h, email: email, dest: dest, tr: tr, hc: &http.Client{Transport: tr, Timeout: requestTimeout},
-		sids: map[string]bool{}, attempts: map[string]bool{}, preflights: map[string]bool{}, ops: map[string]bool{},
+		sids: map[string]bool{}, attempts: map[string]bool{}, bookings: map[int]int{}, preflights: map[string]bool{}, ops: map[string]bool{},
 		decisions: map[string][]byte{}}
 	t.Cleanup(l.stop)
 	for i := range agents {
@@ -417,12 +397,36 @@ func (l *load) gate(ctx context.Context, a *agent, r int) error {
 	if sid == "" || att == "" {
 		return fmt.Errorf("AGTP BOOK %s: not served through the gate: %v", req.Path, resp.Header)
 	}
+	// The reference host answers with each step's output; the count step's
+	// is the counter after this request's increment.
+	var body struct {
+		Result struct {
+			Steps []struct {
+				Primitive string `json:"primitive"`
+				Output    struct {
+					Value *int `json:"value"`
+				} `json:"output"`
+			} `json:"steps"`
+		} `json:"result"`
+	}
+	n := -1
+	if json.Unmarshal(resp.Body, &body) == nil {
+		for _, st := range body.Result.Steps {
+			if st.Primitive == "count-booking" && st.Output.Value != nil {
+				n = *st.Output.Value
+			}
+		}
+	}
+	if n < 0 {
+		return fmt.Errorf("AGTP BOOK %s: no count step in the answer: %.300s", req.Path, resp.Body)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.sids[sid] || l.attempts[att] {
 		return fmt.Errorf("AGTP BOOK %s: contract %s or attempt %s answered twice", req.Path, sid, att)
 	}
 	l.sids[sid], l.attempts[att] = true, true
+	l.bookings[n]++
 	return nil
 }
 
@@ -493,32 +497,48 @@ func (l *load) dispatch(ctx context.Context, a *agent, r int) error {
 	return nil
 }
 
-// checkAGTP: every gated request ran its steps exactly once (the bookings
-// counter counts them).
+// checkAGTP: every gated request ran each of its steps exactly once. The
+// counter values the answers reported are exactly 1..want, each once (a lost
+// increment repeats a value, a doubled one skips one), and the Tier A listing
+// holds exactly the rooms the requests stored.
 func (l *load) checkAGTP(ctx context.Context, want int) {
 	if len(l.sids) != want {
 		l.fail(fmt.Errorf("AGTP: %d distinct contracts answered, want %d", len(l.sids), want))
 	}
-	req, _ := wire.NewRequest("REPORT", "/bookings", nil)
+	for v := 1; v <= want; v++ {
+		if l.bookings[v] != 1 {
+			l.fail(fmt.Errorf("AGTP: %d answers reported the bookings counter at %d, want 1", l.bookings[v], v))
+		}
+	}
+	if len(l.bookings) != want {
+		l.fail(fmt.Errorf("AGTP: the answers reported %d distinct counter values, want %d", len(l.bookings), want))
+	}
+	req, _ := wire.NewRequest("REPORT", "/rooms", nil)
 	req.Header.Set("Agent-ID", agtpID(0))
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	resp, err := l.agents[0].agtp.Do(ctx, req)
 	if err != nil {
-		l.fail(fmt.Errorf("AGTP REPORT /bookings: %w", err))
+		l.fail(fmt.Errorf("AGTP REPORT /rooms: %w", err))
 		return
 	}
 	var body struct {
 		Result struct {
-			Value int `json:"value"`
+			Items []struct {
+				Key string `json:"key"`
+			} `json:"items"`
 		} `json:"result"`
 	}
 	if resp.Status != 200 || json.Unmarshal(resp.Body, &body) != nil {
-		l.fail(fmt.Errorf("AGTP REPORT /bookings answered %d: %.300s", resp.Status, resp.Body))
+		l.fail(fmt.Errorf("AGTP REPORT /rooms answered %d: %.300s", resp.Status, resp.Body))
 		return
 	}
-	if body.Result.Value != want {
-		l.fail(fmt.Errorf("AGTP: the bookings counter is %d after %d gated requests", body.Result.Value, want))
+	rooms := map[string]int{}
+	for _, it := range body.Result.Items {
+		rooms[it.Key]++
+	}
+	if len(rooms) != want || len(body.Result.Items) != want {
+		l.fail(fmt.Errorf("AGTP: %d rooms stored (%d distinct) after %d gated requests", len(body.Result.Items), len(rooms), want))
 	}
 }
 
