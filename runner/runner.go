@@ -317,6 +317,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 				w := steps.From(ctx)
 				w.Close()
 				record(pickle, w, err)
+				w.Release()
 				return ctx, nil
 			})
 			cat.Bind(sc)

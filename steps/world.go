@@ -62,6 +62,7 @@ type World struct {
 	restarts     []func(*target.Host)
 	facts        map[string]map[string]bool
 	cleanups     []func()
+	held         []target.Config // configurations acquired, released when the scenario is recorded
 }
 
 // NewWorld returns a World for one scenario.
@@ -397,6 +398,9 @@ func (w *World) Acquire(ctx context.Context, cfg target.Config) (*target.Host, e
 	)
 	switch {
 	case err == nil:
+		w.mu.Lock()
+		w.held = append(w.held, cfg)
+		w.mu.Unlock()
 		return h, nil
 	case errors.As(err, &de):
 		return nil, Block(verdict.CauseDeclined, "the host declined configuration %s: %s", cfg.Digest(), de.Reason)
@@ -457,6 +461,22 @@ func (w *World) State(family string, init func() any) any {
 
 // Cleanup registers f to run when the scenario ends.
 func (w *World) Cleanup(f func()) { w.mu.Lock(); w.cleanups = append(w.cleanups, f); w.mu.Unlock() }
+
+// Release tells the target the scenario is done with every host it
+// acquired, once its outcome (logs included) is recorded.
+func (w *World) Release() {
+	w.mu.Lock()
+	held := w.held
+	w.held = nil
+	w.mu.Unlock()
+	r, ok := w.Target.(target.Releaser)
+	if !ok {
+		return
+	}
+	for _, cfg := range held {
+		r.Release(cfg)
+	}
+}
 
 // Close runs the cleanups, newest first.
 func (w *World) Close() {

@@ -184,6 +184,9 @@ func (t *Container) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 
 func (t *Container) Configurations() []Config { return t.p.configurations() }
 
+// Release lets the pool stop the host once no scenario holds it.
+func (t *Container) Release(cfg Config) { t.p.release(cfg) }
+
 // Subject is the image, by the content digest the engine reports for it
 // (the image id, the digest of its configuration), which names exactly the
 // build that ran; never a hash of its name.

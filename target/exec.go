@@ -284,6 +284,9 @@ func (t *Exec) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 
 func (t *Exec) Configurations() []Config { return t.p.configurations() }
 
+// Release lets the pool stop the host once no scenario holds it.
+func (t *Exec) Release(cfg Config) { t.p.release(cfg) }
+
 // readySubject checks the subject a ready line declares.
 func readySubject(r *ReadySubject) (Subject, error) {
 	d, ok := r.Digest["sha256"]

@@ -62,6 +62,9 @@ func (t *Refhost) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 
 func (t *Refhost) Configurations() []Config { return t.p.configurations() }
 
+// Release lets the pool stop the host once no scenario holds it.
+func (t *Refhost) Release(cfg Config) { t.p.release(cfg) }
+
 // Subject is the executable that carries the reference host, with the VCS
 // revision it was built from when the build recorded one.
 func (t *Refhost) Subject() Subject {

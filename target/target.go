@@ -2,6 +2,7 @@ package target
 
 import (
 	"bytes"
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -152,14 +153,33 @@ type Target interface {
 	Close() error
 }
 
-// pool caches hosts by configuration digest and starts each at most once,
-// even when many scenarios ask for it at the same moment.
+// Releaser is a target that can be told a scenario is done with the host it
+// acquired for cfg. Hosts no scenario holds are kept for reuse up to a bound
+// and stopped beyond it, so that a run with hundreds of configurations does
+// not keep hundreds of hosts (or host processes) alive to its end.
+type Releaser interface {
+	// Release undoes one Acquire of cfg that returned a host.
+	Release(cfg Config)
+}
+
+// idleHosts bounds how many hosts no scenario holds are kept running for a
+// configuration asked for again. A configuration shared by many scenarios
+// stays warm; one used by a single scenario is stopped soon after it ends.
+const idleHosts = 32
+
+// pool caches hosts by configuration digest and starts each at most once
+// while it is held or idle, even when many scenarios ask for it at the same
+// moment; beyond idleHosts the least recently released idle host is stopped
+// (and started again, on fresh state, if asked for later).
 type pool struct {
 	start func(ctx context.Context, cfg Config) (*Host, Stopper, error)
 
-	mu      sync.Mutex
-	entries map[string]*poolEntry
-	order   []Config
+	mu       sync.Mutex
+	entries  map[string]*poolEntry
+	order    []Config
+	started  map[string]bool // digests of configurations a host ran, for the evidence
+	idle     list.List       // digests of held-by-nobody entries, least recently released first
+	stopping sync.WaitGroup
 }
 
 type poolEntry struct {
@@ -167,6 +187,8 @@ type poolEntry struct {
 	host  *Host
 	stop  Stopper
 	err   error
+	refs  int           // acquisitions not yet released
+	idle  *list.Element // in pool.idle while refs is 0
 }
 
 // restart stops the running host of cfg and starts it again.
@@ -191,6 +213,8 @@ func (p *pool) restart(ctx context.Context, cfg Config, crash bool) (*Host, erro
 	ne.host, ne.stop, ne.err = p.start(ctx, cfg)
 	close(ne.ready)
 	p.mu.Lock()
+	// The scenario that restarts the host holds it; so may others.
+	ne.refs, ne.idle = e.refs, e.idle
 	p.entries[cfg.Digest()] = ne
 	p.mu.Unlock()
 	return ne.host, ne.err
@@ -201,16 +225,29 @@ func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
 	p.mu.Lock()
 	if p.entries == nil {
 		p.entries = map[string]*poolEntry{}
+		p.started = map[string]bool{}
 	}
 	e, ok := p.entries[key]
 	if !ok {
-		e = &poolEntry{ready: make(chan struct{})}
+		e = &poolEntry{ready: make(chan struct{}), refs: 1}
 		p.entries[key] = e
-		p.order = append(p.order, cfg)
+		if !p.started[key] {
+			p.order = append(p.order, cfg)
+		}
 		p.mu.Unlock()
 		e.host, e.stop, e.err = p.start(ctx, cfg)
 		close(e.ready)
+		if e.err == nil {
+			p.mu.Lock()
+			p.started[key] = true
+			p.mu.Unlock()
+		}
 	} else {
+		e.refs++
+		if e.idle != nil {
+			p.idle.Remove(e.idle)
+			e.idle = nil
+		}
 		p.mu.Unlock()
 	}
 	select {
@@ -221,19 +258,42 @@ func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
 	}
 }
 
+// release undoes one acquire; a host nobody holds joins the idle list, and
+// the oldest idle hosts beyond the bound are stopped in the background.
+func (p *pool) release(cfg Config) {
+	key := cfg.Digest()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	e := p.entries[key]
+	if e == nil || e.refs == 0 {
+		return
+	}
+	e.refs--
+	if e.refs > 0 || e.err != nil {
+		return
+	}
+	e.idle = p.idle.PushBack(key)
+	for p.idle.Len() > idleHosts {
+		old := p.idle.Remove(p.idle.Front()).(string)
+		oe := p.entries[old]
+		delete(p.entries, old)
+		if oe != nil && oe.stop != nil {
+			p.stopping.Add(1)
+			go func() {
+				defer p.stopping.Done()
+				_ = oe.stop(false)
+			}()
+		}
+	}
+}
+
 func (p *pool) configurations() []Config {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var out []Config
 	for _, c := range p.order {
-		if e := p.entries[c.Digest()]; e != nil {
-			select {
-			case <-e.ready:
-				if e.err == nil {
-					out = append(out, c)
-				}
-			default:
-			}
+		if p.started[c.Digest()] {
+			out = append(out, c)
 		}
 	}
 	return out
@@ -244,6 +304,8 @@ func (p *pool) close() error {
 	entries := p.entries
 	p.entries = nil
 	p.order = nil
+	p.started = nil
+	p.idle.Init()
 	p.mu.Unlock()
 	var errs []error
 	for _, e := range entries {
@@ -252,6 +314,7 @@ func (p *pool) close() error {
 			errs = append(errs, e.stop(false))
 		}
 	}
+	p.stopping.Wait()
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,150 @@
+package target
+
+import (
+	"context"
+	"sync"
+	"testing"
+)
+
+// countingStarts is a pool whose hosts are records of their start and stop.
+type countingStarts struct {
+	mu      sync.Mutex
+	started map[string]int
+	stopped map[string]int
+}
+
+func (c *countingStarts) pool() *pool {
+	c.started, c.stopped = map[string]int{}, map[string]int{}
+	return &pool{start: func(_ context.Context, cfg Config) (*Host, Stopper, error) {
+		c.mu.Lock()
+		c.started[cfg.Digest()]++
+		c.mu.Unlock()
+		return &Host{HTTP: "http://" + cfg.Digest()}, func(bool) error {
+			c.mu.Lock()
+			c.stopped[cfg.Digest()]++
+			c.mu.Unlock()
+			return nil
+		}, nil
+	}}
+}
+
+func nthConfig(t *testing.T, n int) Config {
+	t.Helper()
+	c, err := NewConfig(map[string]any{"f": map[string]any{"n": n}}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// A host no scenario holds is kept for reuse up to idleHosts and stopped
+// beyond; a held host is never stopped; the evidence still names every
+// configuration a host ran.
+func TestPoolStopsIdleHostsBeyondItsBound(t *testing.T) {
+	var c countingStarts
+	p := c.pool()
+	ctx := context.Background()
+	held := nthConfig(t, -1)
+	if _, err := p.acquire(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	const n = idleHosts + 10
+	for i := range n {
+		cfg := nthConfig(t, i)
+		if _, err := p.acquire(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		p.release(cfg)
+	}
+	p.stopping.Wait()
+	c.mu.Lock()
+	stopped := 0
+	for i := range n {
+		stopped += c.stopped[nthConfig(t, i).Digest()]
+	}
+	heldStops := c.stopped[held.Digest()]
+	c.mu.Unlock()
+	if stopped != n-idleHosts || heldStops != 0 {
+		t.Fatalf("%d idle hosts stopped (want %d), the held host stopped %d times", stopped, n-idleHosts, heldStops)
+	}
+	// The most recently released is still warm: asking again starts nothing.
+	last := nthConfig(t, n-1)
+	if _, err := p.acquire(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	// The first was stopped: asking again starts it afresh.
+	first := nthConfig(t, 0)
+	if _, err := p.acquire(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	if c.started[last.Digest()] != 1 || c.started[first.Digest()] != 2 {
+		t.Errorf("starts: last %d (want 1), first %d (want 2)", c.started[last.Digest()], c.started[first.Digest()])
+	}
+	c.mu.Unlock()
+	if got := len(p.configurations()); got != n+1 {
+		t.Errorf("the evidence names %d configurations, want %d", got, n+1)
+	}
+	if err := p.close(); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for d, k := range c.started {
+		if c.stopped[d] != k {
+			t.Errorf("%s: started %d times, stopped %d", d, k, c.stopped[d])
+		}
+	}
+}
+
+// Concurrent scenarios sharing a configuration share one host; it goes idle
+// only when the last of them releases it.
+func TestPoolCountsHolders(t *testing.T) {
+	var c countingStarts
+	p := c.pool()
+	ctx := context.Background()
+	shared := nthConfig(t, 0)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := p.acquire(ctx, shared); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 7 {
+		p.release(shared)
+		for j := range idleHosts + 1 {
+			cfg := nthConfig(t, 100*(i+1)+j)
+			if _, err := p.acquire(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			p.release(cfg)
+		}
+	}
+	p.stopping.Wait()
+	c.mu.Lock()
+	if c.started[shared.Digest()] != 1 || c.stopped[shared.Digest()] != 0 {
+		t.Fatalf("shared host started %d, stopped %d while still held", c.started[shared.Digest()], c.stopped[shared.Digest()])
+	}
+	c.mu.Unlock()
+	p.release(shared)
+	for j := range idleHosts + 1 {
+		cfg := nthConfig(t, 10000+j)
+		if _, err := p.acquire(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		p.release(cfg)
+	}
+	p.stopping.Wait()
+	c.mu.Lock()
+	stops := c.stopped[shared.Digest()]
+	c.mu.Unlock()
+	_ = p.close()
+	if stops != 1 {
+		t.Fatalf("the shared host, released by all and crowded out, stopped %d times", stops)
+	}
+}
