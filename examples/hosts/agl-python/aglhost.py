@@ -659,6 +659,8 @@ class Host:
             else:
                 if row is not None and row["version"] == ct["contract_version"]:
                     raise Abort(deny(409, "contract_conflict", "proposal_mismatch", 0, "this version is registered with other content"))
+                if row is not None:
+                    self.check_compatibility(row["version"], json.loads(c.execute("SELECT doc FROM contracts WHERE name=?", (ct["qualified_name"],)).fetchone()["doc"]), ct)
                 old = c.execute("SELECT fp FROM contract_history WHERE name=? AND version=?", (ct["qualified_name"], ct["contract_version"])).fetchone()
                 if old is not None and old["fp"] != fp:
                     raise Abort(deny(409, "contract_conflict", "proposal_mismatch", 0, "this version was registered before with other content"))
@@ -667,6 +669,37 @@ class Host:
                 c.execute("INSERT OR IGNORE INTO contract_history VALUES(?,?,?)", (ct["qualified_name"], ct["contract_version"], fp))
                 self.audit(c, {"event": "contract_registered", "qualified_name": ct["qualified_name"], "contract_fingerprint": fp})
         return status, self.registration(ct, fp)
+
+    @staticmethod
+    def interface_changes(old, new):
+        """The exported-interface changes from old to new (binding section 12): what a
+        caller or approver relies on. Fewer effects, scheduling and output type are not."""
+        out = ["adds effect " + e for e in new["possible_effects"] if e not in old["possible_effects"]]
+        auth = lambda c: sorted("%s at %s" % (a["kind"], a.get("select", "")) for a in c["authority_requirements"])
+        out += ["adds authority requirement " + a for a in auth(new) if a not in auth(old)]
+        out += ["drops authority requirement " + a for a in auth(old) if a not in auth(new)]
+        pre = lambda c: sorted("%s in %s" % (p.get("argument"), p.get("state")) for p in c["protocol_preconditions"])
+        if pre(old) != pre(new):
+            out.append("changes protocol preconditions")
+        if old.get("protocol_outcomes") != new.get("protocol_outcomes"):
+            out.append("changes protocol outcome states")
+        for member, what in (("approval_requirement", "the approval requirement"), ("idempotency_contract", "the idempotency contract"),
+                             ("implementation", "the implementation"), ("input_type", "the input type approvals bind")):
+            if json.dumps(old.get(member), sort_keys=True) != json.dumps(new.get(member), sort_keys=True):
+                out.append("changes " + what)
+        return out
+
+    def check_compatibility(self, registered, old, ct):
+        """An incompatible interface change keeps the major version (the part before the first dot) only by refusal."""
+        if registered.split(".")[0] != ct["contract_version"].split(".")[0]:
+            return
+        changes = self.interface_changes(old, ct)
+        if changes:
+            d = deny(409, "incompatible_contract_change", "proposal_mismatch", 0,
+                     "%s %s %s; an incompatible interface change needs a new major version (registered: %s)"
+                     % (ct["qualified_name"], ct["contract_version"], ", ".join(changes), registered),
+                     detail={"registered_version": registered, "changes": changes})
+            raise Abort(d)
 
     @staticmethod
     def registration(ct, fp):
