@@ -2,6 +2,8 @@ package target_test
 
 import (
 	"context"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/parley-conformance/parley/runner"
@@ -10,10 +12,17 @@ import (
 	"github.com/parley-conformance/parley/verdict"
 )
 
-// TestTheContainerTargetCertifiesAsMuchAsExec runs the whole corpus against
-// the reference host image and against the same binary through the exec
-// target: the container blocks nothing the exec target witnesses, and every
+// TestTheContainerTargetCertifiesAsMuchAsExec runs the corpus against the
+// reference host image and against the same binary through the exec target:
+// the container blocks nothing the exec target witnesses, and every
 // requirement ends with the same verdict.
+//
+// Each configuration is a container of its own, and the engine starts them
+// one after another (about 0.6 s each on two cores): the whole corpus takes
+// about 8 minutes. So by default the test runs every requirement a scenario
+// restarts or crashes the host for (the volume is what differs from exec)
+// and every third other requirement in registry order; PARLEY_CONTAINER_ALL=1
+// runs them all.
 func TestTheContainerTargetCertifiesAsMuchAsExec(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the corpus twice, once in containers")
@@ -27,9 +36,13 @@ func TestTheContainerTargetCertifiesAsMuchAsExec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tags := ""
+	if os.Getenv("PARLEY_CONTAINER_ALL") == "" {
+		tags = containerSample(reg, corpus)
+	}
 	run := func(tgt target.Target) map[string]verdict.Row {
 		defer tgt.Close()
-		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Concurrency: 8})
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Concurrency: 8, Tags: tags})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,8 +71,45 @@ func TestTheContainerTargetCertifiesAsMuchAsExec(t *testing.T) {
 			t.Errorf("%s: %s in containers (%s), %s through exec", id, got.Result, got.Detail, x.Result)
 		}
 	}
-	t.Logf("%d of %d requirements executed-pass through both targets", passed, len(viaExec))
+	if passed == 0 {
+		t.Fatal("no requirement executed-pass through either target")
+	}
+	t.Logf("%d of %d requirements run executed-pass through both targets (%d in the registry; PARLEY_CONTAINER_ALL=1 runs them all)", passed, len(viaExec), len(reg.Entries))
 	if s := c.Subject(); !s.Declared() {
 		t.Errorf("the container target names no image digest: %+v", s)
 	}
+}
+
+// containerSample is a tag expression for the requirements the container
+// test runs by default: those with a scenario that restarts its host on a
+// kept state, and every third other one in registry order.
+func containerSample(reg *scenarios.Registry, corpus *scenarios.Corpus) string {
+	restarts := map[string]bool{}
+	for _, f := range corpus.Files {
+		var pending, current []string
+		for _, line := range strings.Split(string(f.Contents), "\n") {
+			line = strings.TrimSpace(line)
+			switch {
+			case strings.HasPrefix(line, "@"):
+				for _, tag := range strings.Fields(line) {
+					if strings.HasPrefix(tag, scenarios.ReqTagPrefix) {
+						pending = append(pending, strings.TrimPrefix(tag, scenarios.ReqTagPrefix))
+					}
+				}
+			case strings.HasPrefix(line, "Scenario"):
+				current, pending = pending, nil
+			case strings.Contains(line, "the host keeps its state where the suite can restart it"):
+				for _, id := range current {
+					restarts[id] = true
+				}
+			}
+		}
+	}
+	var alts []string
+	for i, e := range reg.Entries {
+		if restarts[e.ID] || i%3 == 0 {
+			alts = append(alts, scenarios.ReqTagPrefix+e.ID)
+		}
+	}
+	return strings.Join(alts, ",")
 }
