@@ -4,6 +4,7 @@
 package runner
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -294,9 +295,28 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 	for _, f := range corpus.Files {
 		files = append(files, godog.Feature{Name: f.Name, Contents: f.Contents})
 	}
-	format := "progress"
+	// godog's cucumber formatter writes its report a rune at a time: into
+	// a file directly that is a system call per rune (seconds for the
+	// corpus), so it writes into a buffer that is flushed once.
+	format, output := "progress", io.Writer(io.Discard)
+	flush := func() error { return nil }
 	if opt.CucumberJSON != "" {
-		format = "cucumber:" + opt.CucumberJSON
+		f, err := os.Create(opt.CucumberJSON)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cucumber report: %w", err)
+		}
+		defer f.Close()
+		buf := bufio.NewWriterSize(f, 1<<20)
+		format, output = "cucumber", buf
+		flush = func() error {
+			if err := buf.Flush(); err != nil {
+				return fmt.Errorf("cucumber report: %w", err)
+			}
+			if err := f.Close(); err != nil {
+				return fmt.Errorf("cucumber report: %w", err)
+			}
+			return nil
+		}
 	}
 	conc := opt.Concurrency
 	if conc <= 0 {
@@ -324,7 +344,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		},
 		Options: &godog.Options{
 			Format:          format,
-			Output:          io.Discard,
+			Output:          output,
 			Strict:          true,
 			NoColors:        true,
 			Concurrency:     conc,
@@ -338,6 +358,9 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 	// come from the hooks above, so the status is only checked for option errors.
 	status := suite.Run()
 	os.Unsetenv("GODOG_SEED")
+	if err := flush(); err != nil {
+		return nil, nil, err
+	}
 	if status == 2 {
 		return nil, nil, errors.New("godog refused its options (see the message above)")
 	}
