@@ -307,13 +307,25 @@ func (p *pool) close() error {
 	p.started = nil
 	p.idle.Init()
 	p.mu.Unlock()
-	var errs []error
+	// Hosts stop at once, not one after another: a host may take up to its
+	// shutdown grace to let a request finish.
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
 	for _, e := range entries {
-		<-e.ready
-		if e.stop != nil {
-			errs = append(errs, e.stop(false))
-		}
+		wg.Go(func() {
+			<-e.ready
+			if e.stop != nil {
+				err := e.stop(false)
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	p.stopping.Wait()
 	return errors.Join(errs...)
 }
