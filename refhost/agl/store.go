@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/parley-conformance/parley/refhost/sqlitetpl"
 	_ "modernc.org/sqlite" // pure-Go driver "sqlite": go install works without cgo
 )
 
@@ -208,7 +209,23 @@ func (s *store) exec(ctx context.Context, tx *sql.Tx, query string, args ...any)
 	return tx.ExecContext(ctx, query, args...)
 }
 
+// openStore opens the operation store at path, creating it (from a copy of
+// an empty one, sqlitetpl) when there is none.
 func openStore(path string, busy time.Duration) (*store, error) {
+	err := sqlitetpl.Seed("agl", path, func(p string) error {
+		s, err := initStore(p, busy)
+		if err != nil {
+			return err
+		}
+		return s.close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agl: create operation store %s: %w", path, err)
+	}
+	return initStore(path, busy)
+}
+
+func initStore(path string, busy time.Duration) (*store, error) {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")

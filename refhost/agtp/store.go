@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/parley-conformance/parley/refhost/sqlitetpl"
 	_ "modernc.org/sqlite" // driver "sqlite"
 )
 
@@ -109,7 +110,23 @@ func openDB(dir string) (*sql.DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	dsn := "file:" + filepath.Join(dir, "agtp.db") + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
+	path := filepath.Join(dir, "agtp.db")
+	// A new store begins as a copy of an empty one the process built once.
+	err := sqlitetpl.Seed("agtp", path, func(p string) error {
+		db, err := initDB(p)
+		if err != nil {
+			return err
+		}
+		return db.Close()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agtp: create store %s: %w", path, err)
+	}
+	return initDB(path)
+}
+
+func initDB(path string) (*sql.DB, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(FULL)&_pragma=foreign_keys(1)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, err
