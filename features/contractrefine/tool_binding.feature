@@ -155,7 +155,7 @@ Feature: /v1/tool binding to a prior preflight
 
   @req:contractrefine.tool.binding-expires @profile:contractrefine-tool-binding
   Scenario: Enforce mode runs a call bound to a pass until the pass expires, and denies it after
-    Given a ContractRefine host in "enforce" mode whose preflight bindings last 2 seconds
+    Given a ContractRefine host in "enforce" mode whose preflight bindings last 3 seconds
     And its tool.deliver delivers to a destination the suite runs
     When the agent requests a preflight for a plan that delivers
     And the agent calls tool "tool.deliver" bound to that preflight
@@ -168,7 +168,7 @@ Feature: /v1/tool binding to a prior preflight
 
   @req:contractrefine.tool.binding-expires @profile:contractrefine-tool-binding
   Scenario: Advisory mode records an expired binding as a deny frame and lets policy decide
-    Given a ContractRefine host in "advisory" mode whose preflight bindings last 2 seconds
+    Given a ContractRefine host in "advisory" mode whose preflight bindings last 3 seconds
     And its tool.deliver delivers to a destination the suite runs
     And the host serves this scenario alone
     And the WAL seam is enabled
