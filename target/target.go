@@ -165,7 +165,7 @@ type Releaser interface {
 // idleHosts bounds how many hosts no scenario holds are kept running for a
 // configuration asked for again. A configuration shared by many scenarios
 // stays warm; one used by a single scenario is stopped soon after it ends.
-const idleHosts = 32
+const idleHosts = 16
 
 // pool caches hosts by configuration digest and starts each at most once
 // while it is held or idle, even when many scenarios ask for it at the same
