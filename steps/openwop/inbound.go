@@ -16,6 +16,7 @@ import (
 	"github.com/parley-conformance/parley/peers/mcp"
 	"github.com/parley-conformance/parley/peers/sse"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/wire/version"
 )
 
 // workspaceHeader names the workspace an inbound exchange belongs to.
@@ -158,7 +159,7 @@ func registerInbound(c *steps.Catalog) {
 		if x.version == "" {
 			given = "no version the suite can read"
 		}
-		return w.Assert(x.refused || (x.version != "" && compareVersions(x.version, pref) >= 0),
+		return w.Assert(x.refused || (x.version != "" && version.Compare(x.version, pref) >= 0),
 			"%s, %s, was answered in %s %s, not at or above the preferred %q the host is configured with: an exchange with no tenant must never be lowered below the preferred version (nobody could ever read its record): %s",
 			x.callerName(), named, what, given, pref, x.detail())
 	})

@@ -1,5 +1,5 @@
 // Package wire holds what the fake peers and the suite-side clients share:
-// version ordering, bounded reads and a hardened HTTP client. Everything
+// bounded reads and a hardened HTTP client. Everything
 // here assumes the other side may be hostile.
 package wire
 
@@ -11,9 +11,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/parley-conformance/parley/wire/version"
 )
 
 // Defaults for suite-side clients.
@@ -21,39 +21,6 @@ const (
 	DefaultTimeout = 10 * time.Second
 	DefaultMaxBody = 1 << 20
 )
-
-// Compare orders A2A versions ("0.3" < "1.0") and MCP date revisions
-// ("2025-03-26" < "2025-06-18"): dot- and dash-separated parts, numeric parts
-// compared as numbers.
-func Compare(a, b string) int {
-	split := func(s string) []string {
-		return strings.FieldsFunc(s, func(r rune) bool { return r == '.' || r == '-' })
-	}
-	pa, pb := split(a), split(b)
-	for i := 0; i < len(pa) && i < len(pb); i++ {
-		na, ea := strconv.ParseUint(pa[i], 10, 64)
-		nb, eb := strconv.ParseUint(pb[i], 10, 64)
-		if ea == nil && eb == nil {
-			if na != nb {
-				if na < nb {
-					return -1
-				}
-				return 1
-			}
-			continue
-		}
-		if c := strings.Compare(pa[i], pb[i]); c != 0 {
-			return c
-		}
-	}
-	if len(pa) != len(pb) {
-		if len(pa) < len(pb) {
-			return -1
-		}
-		return 1
-	}
-	return strings.Compare(a, b)
-}
 
 // Choose is how a fake server answers a requested version: the version
 // itself when supported, else the newest supported version not newer than
@@ -63,13 +30,13 @@ func Choose(supported []string, requested string) (string, bool) {
 		return "", false
 	}
 	vs := slices.Clone(supported)
-	slices.SortFunc(vs, Compare)
+	slices.SortFunc(vs, version.Compare)
 	if requested != "" && slices.Contains(vs, requested) {
 		return requested, true
 	}
 	best := ""
 	for _, v := range vs {
-		if requested != "" && Compare(v, requested) <= 0 {
+		if requested != "" && version.Compare(v, requested) <= 0 {
 			best = v
 		}
 	}

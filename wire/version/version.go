@@ -1,17 +1,19 @@
-package openwop
+// Package version orders the protocol versions the suite compares: A2A
+// versions ("0.3" < "1.0" < "1.10") and MCP date revisions ("2025-03-26" <
+// "2025-06-18"). The steps and the fake peers share it; the reference host
+// keeps an order of its own, so that a mistake here cannot hide the same
+// mistake there.
+package version
 
 import (
 	"strconv"
 	"strings"
 )
 
-// compareVersions orders A2A versions ("0.3" < "1.0" < "1.10") and MCP date
-// revisions ("2025-03-26" < "2025-06-18"): split on dots and dashes, compare
-// numeric parts as numbers and anything else as text, and a version that
-// extends another ("1.0.1" after "1.0") comes after it. The suite needs an
-// order only to say whether a version the host answered lies below the
-// preferred one it was configured with.
-func compareVersions(a, b string) int {
+// Compare splits a and b on dots and dashes, compares numeric parts as
+// numbers and anything else as text; a version that extends another
+// ("1.0.1" after "1.0") comes after it.
+func Compare(a, b string) int {
 	split := func(s string) []string {
 		return strings.FieldsFunc(s, func(r rune) bool { return r == '.' || r == '-' })
 	}

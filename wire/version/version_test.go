@@ -1,8 +1,8 @@
-package openwop
+package version
 
 import "testing"
 
-func TestCompareVersions(t *testing.T) {
+func TestCompare(t *testing.T) {
 	for _, c := range []struct {
 		a, b string
 		want int
@@ -10,8 +10,8 @@ func TestCompareVersions(t *testing.T) {
 		{"0.3", "1.0", -1}, {"1.10", "1.9", 1}, {"1.0", "1.0", 0}, {"1.0.1", "1.0", 1},
 		{"2025-03-26", "2025-06-18", -1}, {"2026-01-01", "2025-11-25", 1}, {"2025-11-25", "2025-11-25", 0},
 	} {
-		if got := compareVersions(c.a, c.b); got != c.want {
-			t.Errorf("compareVersions(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		if got := Compare(c.a, c.b); got != c.want {
+			t.Errorf("Compare(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
 		}
 	}
 }
