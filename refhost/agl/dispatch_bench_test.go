@@ -2,7 +2,6 @@ package agl
 
 import (
 	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
 	"io"
@@ -146,29 +145,7 @@ func BenchmarkDispatch(b *testing.B) {
 
 	// The bare side's rows: one permit, operation and resource per
 	// dispatch, in the states the host's are in when a dispatch arrives.
-	now := time.Now().UnixMilli()
-	ids := make([]string, b.N)
-	err := bh.bare.tx(context.Background(), func(tx *sql.Tx) error {
-		for i := range ids {
-			ids[i] = newID("bare_")
-			if _, err := tx.Exec(`INSERT INTO permits(id,token_hash,proposal_id,request_id,approver,issued_at,expires_at) VALUES(?,?,?,?,?,?,?)`,
-				ids[i], ids[i], ids[i], ids[i], "carol", now, now+3600_000); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(`INSERT INTO operations(id,execution_id,proposal_id,qualified_name,principal,agent_id,snapshot_digest,state,idempotency_key,created_at,updated_at)
-				VALUES(?,?,?,?,?,?,?,'Pending',?,?,?)`, ids[i], "exec", ids[i], sendOp, "p", "a", "sha256:x", ids[i], now, now); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(`INSERT INTO resources(id,kind,owner,revision,state,payload,payload_digest,updated_at) VALUES(?,?,?,1,'Authorized','{}','sha256:x',?)`,
-				ids[i], "email_draft", "p", now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ids := seedBareClaims(b, bh.bare, b.N)
 	destClient := &http.Client{}
 	next := 0
 	bh.mux.HandleFunc("POST /bare/dispatch", func(w http.ResponseWriter, r *http.Request) {
