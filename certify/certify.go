@@ -95,11 +95,7 @@ func Execute(ctx context.Context, cfg Config) (*Outcome, error) {
 		}
 		priv, ephemeral = k, true
 	}
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		return nil, err
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		return nil, err
 	}

@@ -145,11 +145,7 @@ func tagsFromRunFlag(testName string) (tags string, none bool, err error) {
 	if err != nil {
 		return "", false, err
 	}
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		return "", false, err
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		return "", false, err
 	}

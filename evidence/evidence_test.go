@@ -30,10 +30,7 @@ var (
 func statement(t testing.TB) evidence.Statement {
 	t.Helper()
 	once.Do(func() {
-		if reg, setup = scenarios.LoadRegistry(); setup != nil {
-			return
-		}
-		if corpus, setup = scenarios.LoadCorpus(); setup != nil {
+		if reg, corpus, setup = scenarios.Load(); setup != nil {
 			return
 		}
 		tgt := target.NewRefhost()

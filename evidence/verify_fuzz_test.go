@@ -22,11 +22,7 @@ func FuzzVerify(f *testing.F) {
 	fuzzOnce.Do(func() {
 		fuzzBundle, fuzzPub = sign(f, statement(f))
 	})
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		f.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -18,11 +18,7 @@ import (
 // TestRefhostPassesEveryRequirement runs the whole corpus against the bundled
 // reference host: it must earn executed-pass on every scored requirement.
 func TestRefhostPassesEveryRequirement(t *testing.T) {
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,11 +23,7 @@ func cpuTime() time.Duration {
 // and the process's peak resident memory. Run it with -benchtime=1x (or a
 // few) on a quiet machine: go test ./runner -run '^$' -bench BenchmarkSuite -benchtime 3x
 func BenchmarkSuite(b *testing.B) {
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		b.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		b.Fatal(err)
 	}

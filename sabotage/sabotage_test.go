@@ -17,11 +17,7 @@ import (
 
 func load(t *testing.T) (*scenarios.Registry, *scenarios.Corpus) {
 	t.Helper()
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

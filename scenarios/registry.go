@@ -97,6 +97,19 @@ var idPattern = regexp.MustCompile(`^[a-z0-9]+(\.[a-z0-9][a-z0-9-]*)+$`)
 // LoadRegistry reads the embedded registry files.
 func LoadRegistry() (*Registry, error) { return loadRegistry(registryFS) }
 
+// Load reads the embedded registry and corpus, what a run needs.
+func Load() (*Registry, *Corpus, error) {
+	reg, err := LoadRegistry()
+	if err != nil {
+		return nil, nil, err
+	}
+	corpus, err := LoadCorpus()
+	if err != nil {
+		return nil, nil, err
+	}
+	return reg, corpus, nil
+}
+
 func loadRegistry(fsys fs.FS) (*Registry, error) {
 	names, err := fs.Glob(fsys, "*.toml")
 	if err != nil {

@@ -28,11 +28,7 @@ func TestTheContainerTargetCertifiesAsMuchAsExec(t *testing.T) {
 		t.Skip("runs the corpus twice, once in containers")
 	}
 	image, binary := target.DockerImage(t)
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

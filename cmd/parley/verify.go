@@ -16,11 +16,7 @@ import (
 )
 
 func loadSuite() (*scenarios.Registry, *scenarios.Corpus, error) {
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		return nil, nil, withCode(exitIncomplete, err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		return nil, nil, withCode(exitIncomplete, err)
 	}

@@ -22,11 +22,7 @@ func TestRefhostPassesInEachBodyForm(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the AGTP corpus twice")
 	}
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

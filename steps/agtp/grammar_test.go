@@ -327,11 +327,7 @@ func TestFixturesObeyTheGrammar(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the AGTP corpus")
 	}
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,11 +38,7 @@ func TestPythonHostPassesTheAGLProfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tgt.Close()
-	reg, err := scenarios.LoadRegistry()
-	if err != nil {
-		t.Fatal(err)
-	}
-	corpus, err := scenarios.LoadCorpus()
+	reg, corpus, err := scenarios.Load()
 	if err != nil {
 		t.Fatal(err)
 	}
