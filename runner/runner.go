@@ -331,6 +331,13 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 				s := byPickle[pickle.Id]
 				mu.Unlock()
 				w := steps.NewWorld(opt.Target, steps.Scenario{ReqIDs: s.ReqIDs, Preconditions: preconditions})
+				// godog matches a scenario's steps only after its Before
+				// hooks, so binding here what the steps match is in time.
+				texts := make([]string, len(pickle.Steps))
+				for i, st := range pickle.Steps {
+					texts[i] = st.Text
+				}
+				cat.BindSteps(sc, texts)
 				return steps.With(ctx, w), nil
 			})
 			sc.After(func(ctx context.Context, pickle *godog.Scenario, err error) (context.Context, error) {
@@ -340,7 +347,6 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 				w.Release()
 				return ctx, nil
 			})
-			cat.Bind(sc)
 		},
 		Options: &godog.Options{
 			Format:          format,

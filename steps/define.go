@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"sync"
 
 	"github.com/cucumber/godog"
 )
@@ -49,6 +50,13 @@ type Def struct {
 // escape the classification its wrapper applies.
 type Catalog struct {
 	defs []Def
+
+	wrapOnce    sync.Once
+	wrappedDefs []Def
+	// matches caches, per step text, the indexes of the definitions whose
+	// expression matches it: outline rows and shared steps repeat texts,
+	// so each is matched against the whole catalog once per process.
+	matches sync.Map // string -> []int
 }
 
 var (
@@ -57,6 +65,9 @@ var (
 )
 
 func (c *Catalog) add(k Kind, precondition, expr string, fn any) {
+	if c.wrappedDefs != nil {
+		panic("steps: a definition was added after the catalog was bound: " + expr)
+	}
 	t := reflect.TypeOf(fn)
 	if t == nil || t.Kind() != reflect.Func || t.NumIn() == 0 || t.In(0) != ctxType || t.NumOut() != 1 || t.Out(0) != errorType {
 		panic(fmt.Sprintf("steps: %q: a step is func(context.Context, ...) error, got %T", expr, fn))
@@ -107,13 +118,50 @@ func (c *Catalog) Bind(sc *godog.ScenarioContext) {
 	}
 }
 
-func (c *Catalog) wrapped() []Def {
-	out := make([]Def, len(c.defs))
-	for i, d := range c.defs {
-		out[i] = d
-		out[i].Fn = wrap(d)
+// BindSteps registers with a scenario only the definitions that match one of
+// its step texts. godog matches every step against every definition it was
+// given, and records where each was registered, so binding the whole catalog
+// to each of hundreds of scenarios cost more CPU than most of their
+// exchanges. What godog decides is unchanged: a text no definition matches
+// is still undefined, and one that several match is still ambiguous, since
+// all of them are bound.
+func (c *Catalog) BindSteps(sc *godog.ScenarioContext, texts []string) {
+	defs := c.wrapped()
+	bound := make(map[int]bool, len(texts))
+	for _, t := range texts {
+		for _, i := range c.matching(t) {
+			if !bound[i] {
+				bound[i] = true
+				sc.Step(defs[i].Expr, defs[i].Fn)
+			}
+		}
 	}
+}
+
+// matching returns the indexes of the definitions whose expression matches text.
+func (c *Catalog) matching(text string) []int {
+	if m, ok := c.matches.Load(text); ok {
+		return m.([]int)
+	}
+	var out []int
+	for i, d := range c.defs {
+		if d.Expr.MatchString(text) {
+			out = append(out, i)
+		}
+	}
+	c.matches.Store(text, out)
 	return out
+}
+
+func (c *Catalog) wrapped() []Def {
+	c.wrapOnce.Do(func() {
+		c.wrappedDefs = make([]Def, len(c.defs))
+		for i, d := range c.defs {
+			c.wrappedDefs[i] = d
+			c.wrappedDefs[i].Fn = wrap(d)
+		}
+	})
+	return c.wrappedDefs
 }
 
 // wrap returns a function of the same type as d.Fn that runs it and settles
