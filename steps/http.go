@@ -111,11 +111,38 @@ func (w *World) Seam(ctx context.Context, method, path string, body []byte, head
 	if err != nil {
 		return nil, err
 	}
-	switch r.Status {
-	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+	if seamAbsent(r.Status) {
 		return nil, Block(verdict.CauseSeamAbsent, "the host has no seam %s %s (it answered %d); docs/host-interface.md describes it", method, path, r.Status)
 	}
 	return r, nil
+}
+
+// OptionalSeam calls a seam a scenario can do without (see PreferSeams). It
+// answers false, having sent nothing, when the host runs without seams, and
+// false when the host has no such seam; otherwise the seam's answer, which
+// the caller checks like any other.
+func (w *World) OptionalSeam(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, bool, error) {
+	h, err := w.Host(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	if !h.Config.Seams() {
+		return nil, false, nil
+	}
+	r, err := w.Fetch(ctx, method, path, body, header)
+	if err != nil {
+		return nil, false, err
+	}
+	return r, !seamAbsent(r.Status), nil
+}
+
+// seamAbsent is how a host answers for a seam it does not have.
+func seamAbsent(status int) bool {
+	switch status {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	return false
 }
 
 // DoJSON sends v as a JSON body with Content-Type application/json.

@@ -87,12 +87,18 @@ func (c Config) Digest() string {
 func (c Config) Seams() bool { s, _ := c.doc["seams"].(bool); return s }
 
 // WithStateDir returns c with its state directory set.
-func (c Config) WithStateDir(dir string) (Config, error) {
+func (c Config) WithStateDir(dir string) (Config, error) { return c.with("state_dir", dir) }
+
+// WithSeams returns c with the host's test seams on.
+func (c Config) WithSeams() (Config, error) { return c.with("seams", true) }
+
+// with returns c with one top-level member set.
+func (c Config) with(key string, v any) (Config, error) {
 	doc := map[string]any{}
 	for k, v := range c.doc {
 		doc[k] = v
 	}
-	doc["state_dir"] = dir
+	doc[key] = v
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return Config{}, err

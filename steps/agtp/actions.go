@@ -577,9 +577,10 @@ func registerActions(c *steps.Catalog) {
 		return err
 	})
 	c.When(`^the contract's TTL has passed$`, func(ctx context.Context) error {
-		// Waits until contract_ttl_seconds (as the scenario configured it)
-		// after the suite first saw the contract issued, plus 500 ms: a
-		// host's expiry can only be earlier than that.
+		// Moves the host's clock past contract_ttl_seconds (as the scenario
+		// configured it) plus 500 ms where the host has the clock seam;
+		// otherwise waits that long after the suite first saw the contract
+		// issued: a host's expiry can only be earlier than that.
 		s := st(ctx)
 		ttl, ok := s.knobInt("contract_ttl_seconds")
 		if !ok {
@@ -588,6 +589,16 @@ func registerActions(c *steps.Catalog) {
 		at, ok := s.issued[s.current]
 		if !ok {
 			return steps.Fault("no contract has been issued yet")
+		}
+		w := steps.From(ctx)
+		body, _ := json.Marshal(map[string]any{"seconds": float64(ttl) + 0.5})
+		r, ok, err := w.OptionalSeam(ctx, http.MethodPost, SeamPrefix+"clock/advance", body, http.Header{"Content-Type": {"application/json"}})
+		if err != nil {
+			return err
+		}
+		if ok {
+			// A seam that exists but errs is the host's failure.
+			return w.Assert(r.Status == http.StatusOK, "the host's clock seam did not move its clock: %d %s", r.Status, bytes.TrimSpace(r.Body))
 		}
 		select {
 		case <-time.After(time.Until(at.Add(time.Duration(ttl)*time.Second + 500*time.Millisecond))):

@@ -324,6 +324,13 @@ func registerHost(c *steps.Catalog) {
 			return err
 		}
 		st(ctx).knobs[knob] = v
+		if knob == "contract_ttl_seconds" {
+			// A host with the clock seam lets the TTL pass without real
+			// waiting; one without is certified on real time.
+			if err := steps.From(ctx).PreferSeams(); err != nil {
+				return err
+			}
+		}
 		return reconfigure(ctx)
 	})
 	c.Given(`^its \[policies\.propose\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, text string) error {

@@ -1,0 +1,106 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/parley-conformance/parley/target"
+)
+
+// seamTarget hands out one server for any configuration, except that it
+// answers a configuration with seams with seamErr when that is set.
+type seamTarget struct {
+	url     string
+	seamErr error
+
+	mu    sync.Mutex
+	asked []target.Config
+}
+
+func (t *seamTarget) Kind() string { return "test" }
+func (t *seamTarget) Acquire(_ context.Context, cfg target.Config) (*target.Host, error) {
+	t.mu.Lock()
+	t.asked = append(t.asked, cfg)
+	t.mu.Unlock()
+	if cfg.Seams() && t.seamErr != nil {
+		return nil, t.seamErr
+	}
+	return &target.Host{HTTP: t.url, Config: cfg}, nil
+}
+func (t *seamTarget) Configurations() []target.Config { return nil }
+func (t *seamTarget) Subject() target.Subject         { return target.Subject{} }
+func (t *seamTarget) Close() error                    { return nil }
+
+// TestAPreferredSeamFallsBackOnlyWhenDeclined holds PreferSeams and
+// OptionalSeam to their contract: a host that declines seams (or a target
+// that cannot give them) runs the configuration without them and the seam is
+// not called; a host with seams has its seam called, a missing one reads as
+// absent and an erring one is the caller's to judge; a host that fails to
+// start with seams has failed, and the suite does not quietly go on without.
+func TestAPreferredSeamFallsBackOnlyWhenDeclined(t *testing.T) {
+	var status, calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	world := func(tgt *seamTarget) (*World, context.Context) {
+		w := NewWorld(tgt, Scenario{})
+		if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.PreferSeams(); err != nil {
+			t.Fatal(err)
+		}
+		return w, context.Background()
+	}
+	seam := func(w *World, ctx context.Context) (*Response, bool, error) {
+		return w.OptionalSeam(ctx, http.MethodPost, "/conformance/seams/agtp/clock/advance", []byte(`{"seconds":2.5}`), nil)
+	}
+
+	for name, refusal := range map[string]error{
+		"declined":      &target.DeclinedError{Config: "x", Reason: "no test seams"},
+		"unsatisfiable": target.ErrUnsatisfiable,
+	} {
+		tgt := &seamTarget{url: srv.URL, seamErr: refusal}
+		w, ctx := world(tgt)
+		calls.Store(0)
+		r, ok, err := seam(w, ctx)
+		if err != nil || ok || r != nil || calls.Load() != 0 {
+			t.Errorf("%s seams: OptionalSeam = %v, %v, %v after %d call(s); want no seam and no call", name, r, ok, err, calls.Load())
+		}
+		if len(tgt.asked) != 2 || !tgt.asked[0].Seams() || tgt.asked[1].Seams() {
+			t.Errorf("%s seams: the target was asked for %d configuration(s); want one with seams, then one without", name, len(tgt.asked))
+		}
+	}
+
+	for _, tc := range []struct {
+		status int
+		ok     bool
+	}{{http.StatusOK, true}, {http.StatusInternalServerError, true}, {http.StatusNotFound, false}, {http.StatusNotImplemented, false}} {
+		tgt := &seamTarget{url: srv.URL}
+		w, ctx := world(tgt)
+		status.Store(int32(tc.status))
+		calls.Store(0)
+		r, ok, err := seam(w, ctx)
+		if err != nil || ok != tc.ok || calls.Load() != 1 || (ok && r.Status != tc.status) {
+			t.Errorf("a seam answering %d: OptionalSeam = %v, %v after %d call(s); want ok=%v after one", tc.status, ok, err, calls.Load(), tc.ok)
+		}
+		if len(tgt.asked) != 1 || !tgt.asked[0].Seams() {
+			t.Errorf("a host that takes seams was asked %d configuration(s); want the one with seams", len(tgt.asked))
+		}
+	}
+
+	tgt := &seamTarget{url: srv.URL, seamErr: &target.StartError{Config: "x", Reason: "exited with status 1"}}
+	w, ctx := world(tgt)
+	_, _, err := seam(w, ctx)
+	var f *Failure
+	if !errors.As(err, &f) || !f.NotStarted || len(tgt.asked) != 1 {
+		t.Errorf("a host that does not start with seams: %v after %d configuration(s); want the host's failure, with no retry", err, len(tgt.asked))
+	}
+}
