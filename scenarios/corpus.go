@@ -42,6 +42,8 @@ type Scenario struct {
 	Tags     []string
 	ReqIDs   []string
 	Profile  string
+	// Steps are the texts of the scenario's steps, as godog matches them.
+	Steps []string
 }
 
 // Corpus is the parsed feature set.
@@ -60,11 +62,8 @@ func loadCorpus(fsys fs.FS) (*Corpus, error) {
 		return nil, err
 	}
 	sort.Strings(names)
-	c := &Corpus{}
 	h := sha256.New()
-	// One id sequence across every file, in the order the runner passes
-	// them to godog, exactly as godog numbers them.
-	ids := (&messages.Incrementing{}).NewId
+	var files []File
 	for _, name := range names {
 		b, err := fs.ReadFile(fsys, name)
 		if err != nil {
@@ -72,14 +71,61 @@ func loadCorpus(fsys fs.FS) (*Corpus, error) {
 		}
 		fmt.Fprintf(h, "%s\x00%d\x00", name, len(b))
 		h.Write(b)
-		c.Files = append(c.Files, File{Name: name, Contents: b})
-		doc, err := gherkin.ParseGherkinDocumentForLanguage(bytes.NewReader(b), gherkin.DefaultDialect, ids)
+		files = append(files, File{Name: name, Contents: b})
+	}
+	// The checker's fixtures are what its scenarios send: a changed fixture
+	// is a changed suite even when no feature file moved.
+	for _, name := range aglchecker.Names() {
+		b, _ := aglchecker.Fixture(name)
+		fmt.Fprintf(h, "agl-checker/%s.json\x00%d\x00", name, len(b))
+		h.Write(b)
+	}
+	return parse(files, "sha256:"+hex.EncodeToString(h.Sum(nil)))
+}
+
+// Reorder returns the corpus with its files in the order names gives (every
+// file once), as the runner will hand them to godog: godog starts the
+// scenarios of earlier files first, and numbers pickles in that order, so
+// the scenarios' pickle ids are those of the new order. The digest, which
+// names the content, is unchanged.
+func (c *Corpus) Reorder(names []string) (*Corpus, error) {
+	byName := make(map[string]File, len(c.Files))
+	for _, f := range c.Files {
+		byName[f.Name] = f
+	}
+	if len(names) != len(c.Files) {
+		return nil, fmt.Errorf("reorder: %d names for %d files", len(names), len(c.Files))
+	}
+	files := make([]File, 0, len(names))
+	for _, n := range names {
+		f, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("reorder: %q is not a file of the corpus, or is named twice", n)
+		}
+		delete(byName, n)
+		files = append(files, f)
+	}
+	return parse(files, c.digest)
+}
+
+// parse reads the scenarios of files, in their order.
+func parse(files []File, digest string) (*Corpus, error) {
+	c := &Corpus{Files: files, digest: digest}
+	// One id sequence across every file, in the order the runner passes
+	// them to godog, exactly as godog numbers them.
+	ids := (&messages.Incrementing{}).NewId
+	for _, f := range files {
+		name := f.Name
+		doc, err := gherkin.ParseGherkinDocumentForLanguage(bytes.NewReader(f.Contents), gherkin.DefaultDialect, ids)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		lines := scenarioLines(doc)
 		for _, p := range gherkin.Pickles(*doc, name, ids) {
 			s := Scenario{PickleID: p.Id, URI: name, Name: p.Name}
+			for _, st := range p.Steps {
+				s.Steps = append(s.Steps, st.Text)
+			}
 			if len(p.AstNodeIds) > 0 {
 				s.Line = lines[p.AstNodeIds[len(p.AstNodeIds)-1]]
 				if s.Line == 0 {
@@ -98,14 +144,6 @@ func loadCorpus(fsys fs.FS) (*Corpus, error) {
 			c.Scenarios = append(c.Scenarios, s)
 		}
 	}
-	// The checker's fixtures are what its scenarios send: a changed fixture
-	// is a changed suite even when no feature file moved.
-	for _, name := range aglchecker.Names() {
-		b, _ := aglchecker.Fixture(name)
-		fmt.Fprintf(h, "agl-checker/%s.json\x00%d\x00", name, len(b))
-		h.Write(b)
-	}
-	c.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return c, nil
 }
 

@@ -6,7 +6,9 @@ import (
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cucumber/godog"
 )
@@ -42,7 +44,29 @@ type Def struct {
 	Precondition string
 	Expr         *regexp.Regexp
 	Fn           any
+	// Waits is how much real time the step may spend waiting on purpose
+	// (a lifetime running out, a delay the scenario asked the host for),
+	// beyond its exchanges. The runner starts the scenarios that wait
+	// longest first, so that their waiting overlaps the rest of the run
+	// rather than ending it.
+	Waits time.Duration
+	// WaitUnit, when set, says the step waits as long as the first number
+	// its text carries, in this unit ("pause for 1500 ms").
+	WaitUnit time.Duration
 }
+
+// Step is a definition just added to a catalog.
+type Step struct {
+	c *Catalog
+	i int
+}
+
+// Waits records that the step may wait up to d of real time on purpose.
+func (s Step) Waits(d time.Duration) { s.c.defs[s.i].Waits = d }
+
+// WaitsAsWritten records that the step waits as long as the first number
+// its expression captures, in unit.
+func (s Step) WaitsAsWritten(unit time.Duration) { s.c.defs[s.i].WaitUnit = unit }
 
 // Catalog is the suite's step definitions, compiled once per process and
 // bound to every scenario. Family packages add to it through Given, Setup,
@@ -64,7 +88,7 @@ var (
 	errorType = reflect.TypeOf((*error)(nil)).Elem()
 )
 
-func (c *Catalog) add(k Kind, precondition, expr string, fn any) {
+func (c *Catalog) add(k Kind, precondition, expr string, fn any) Step {
 	if c.wrappedDefs != nil {
 		panic("steps: a definition was added after the catalog was bound: " + expr)
 	}
@@ -73,24 +97,45 @@ func (c *Catalog) add(k Kind, precondition, expr string, fn any) {
 		panic(fmt.Sprintf("steps: %q: a step is func(context.Context, ...) error, got %T", expr, fn))
 	}
 	c.defs = append(c.defs, Def{Kind: k, Precondition: precondition, Expr: regexp.MustCompile(expr), Fn: fn})
+	return Step{c, len(c.defs) - 1}
 }
 
 // Given adds a step that describes the host or a fixture.
-func (c *Catalog) Given(expr string, fn any) { c.add(Given, "", expr, fn) }
+func (c *Catalog) Given(expr string, fn any) Step { return c.add(Given, "", expr, fn) }
 
 // Setup adds a step that establishes the named precondition.
-func (c *Catalog) Setup(precondition, expr string, fn any) {
+func (c *Catalog) Setup(precondition, expr string, fn any) Step {
 	if precondition == "" {
 		panic("steps: a Setup step names its precondition: " + expr)
 	}
-	c.add(Setup, precondition, expr, fn)
+	return c.add(Setup, precondition, expr, fn)
 }
 
 // When adds an action.
-func (c *Catalog) When(expr string, fn any) { c.add(When, "", expr, fn) }
+func (c *Catalog) When(expr string, fn any) Step { return c.add(When, "", expr, fn) }
 
 // Then adds a check.
-func (c *Catalog) Then(expr string, fn any) { c.add(Then, "", expr, fn) }
+func (c *Catalog) Then(expr string, fn any) Step { return c.add(Then, "", expr, fn) }
+
+// Wait is the most real time the definitions matching text may wait on
+// purpose (zero for a text no definition matches).
+func (c *Catalog) Wait(text string) time.Duration {
+	var d time.Duration
+	for _, i := range c.matching(text) {
+		def := c.defs[i]
+		d = max(d, def.Waits)
+		if def.WaitUnit == 0 {
+			continue
+		}
+		for _, arg := range def.Expr.FindStringSubmatch(text)[1:] {
+			if n, err := strconv.Atoi(arg); err == nil {
+				d = max(d, time.Duration(n)*def.WaitUnit)
+				break
+			}
+		}
+	}
+	return d
+}
 
 // Defs returns the definitions, in the order they were added.
 func (c *Catalog) Defs() []Def { return append([]Def(nil), c.defs...) }

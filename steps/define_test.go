@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cucumber/godog"
 )
@@ -76,5 +77,27 @@ func TestBindStepsKeepsGodogsMatching(t *testing.T) {
 	}
 	if n := len(c.matching("a step two definitions match")); n != 2 {
 		t.Errorf("the ambiguous text matches %d definitions, want 2", n)
+	}
+}
+
+// TestWaitReadsTheDeclaredWaits: a step's declared wait, fixed or read from
+// the number its text carries, is what the catalog reports for a text that
+// step matches; a text no waiting step matches waits nothing.
+func TestWaitReadsTheDeclaredWaits(t *testing.T) {
+	c := &Catalog{}
+	c.When(`^a lifetime runs out$`, func(context.Context) error { return nil }).Waits(2 * time.Second)
+	c.When(`^the host will pause for (\d+) ms$`, func(context.Context, int) error { return nil }).WaitsAsWritten(time.Millisecond)
+	c.When(`^the agent (\w+) for (\d+) seconds$`, func(context.Context, string, int) error { return nil }).WaitsAsWritten(time.Second)
+	c.Then(`^nothing waits$`, func(context.Context) error { return nil })
+	for text, want := range map[string]time.Duration{
+		"a lifetime runs out":             2 * time.Second,
+		"the host will pause for 1500 ms": 1500 * time.Millisecond,
+		"the agent sleeps for 3 seconds":  3 * time.Second,
+		"nothing waits":                   0,
+		"no step matches this":            0,
+	} {
+		if got := c.Wait(text); got != want {
+			t.Errorf("Wait(%q) = %v, want %v", text, got, want)
+		}
 	}
 }

@@ -83,7 +83,7 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 	fl.StringSliceVar(&f.formats, "format", certify.Formats, "outputs to write: bundle, junit, cucumber, html")
 	fl.StringVar(&f.key, "key", "", "ed25519 private key to sign with (from `parley keygen`); default: an ephemeral key, and the bundle says so")
 	fl.Int64Var(&f.seed, "seed", 0, "scenario order seed (default: random, printed)")
-	fl.IntVar(&f.concurrency, "concurrency", 0, "scenarios run at once (default: four per CPU, at most 32)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "scenarios run at once (default: eight per CPU, at most 32)")
 	fl.BoolVar(&f.allowBlocked, "allow-blocked", false, "accept blocked requirements (a partial certification): exit 0 when nothing failed; the bundle records it")
 	fl.BoolVar(&f.strict, "strict", false, "")
 	_ = fl.MarkDeprecated("strict", "blocked requirements now fail the run by default; --allow-blocked accepts them")

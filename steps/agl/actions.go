@@ -771,7 +771,7 @@ func registerActions(c *steps.Catalog) {
 			time.Sleep(d)
 		}
 		return nil
-	})
+	}).Waits(1200 * time.Millisecond)
 	c.Setup(preDispatched, `^the permit was already used$`, func(ctx context.Context) error {
 		s := st(ctx)
 		b, err := s.approvedBody()
@@ -829,7 +829,7 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the host will pause for (\d+) ms at the external call$`, func(ctx context.Context, ms int) error {
 		return st(ctx).seamFault(ctx, "external_call", "delay", map[string]any{"delay_ms": ms})
-	})
+	}).WaitsAsWritten(time.Millisecond)
 	c.When(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
 		s := st(ctx)
 		boundary := map[string]string{"external call, before sending": "external_call", "completion, after the effect": "completion"}[where]

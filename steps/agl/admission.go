@@ -139,7 +139,7 @@ func registerAdmission(c *steps.Catalog) {
 	})
 	c.When(`^the host will pause for (\d+) ms in the claim$`, func(ctx context.Context, ms int) error {
 		return st(ctx).seamFault(ctx, "claim", "delay", map[string]any{"delay_ms": ms})
-	})
+	}).WaitsAsWritten(time.Millisecond)
 	c.When(`^the host will fail to persist the next (\d+) claims$`, func(ctx context.Context, n int) error {
 		return st(ctx).seamFault(ctx, "claim", "fail", map[string]any{"count": n})
 	})

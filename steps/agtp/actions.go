@@ -606,7 +606,7 @@ func registerActions(c *steps.Catalog) {
 		case <-ctx.Done():
 			return steps.Fault("the run was interrupted while waiting out the contract's TTL: %v", ctx.Err())
 		}
-	})
+	}).Waits(2500 * time.Millisecond)
 	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes ([a-z0-9-]+(?:, [a-z0-9-]+)*) and answers (\d+)$`, func(ctx context.Context, name, version, composed string, status int) error {
 		var recipe map[string]any
 		for _, r := range st(ctx).fixtureRecipes() {

@@ -391,7 +391,7 @@ func registerPreflight(c *steps.Catalog) {
 		case <-ctx.Done():
 			return steps.Fault("the run was interrupted while waiting for a binding to expire")
 		}
-	})
+	}).Waits(3*time.Second + expirySlack)
 	c.When(`^a client posts (no body|an empty body|a truncated preflight request|a preflight request followed by stray bytes|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
 		w, s := steps.From(ctx), st(ctx)
 		var b []byte

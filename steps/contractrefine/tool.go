@@ -115,7 +115,7 @@ func registerTool(c *steps.Catalog) {
 			first = got[0].Body
 		}
 		return w.Assert(len(got) == 0, "the host answered %d, yet the tool ran: the destination received %d delivery(ies) of the call's params, the first %s", call.resp.Status, len(got), first)
-	})
+	}).Waits(deliverSettle)
 	c.Then(`^the tool ran with the plan's params$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
 		call, err := s.lastCall()
