@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 
 	"github.com/mattn/go-isatty"
@@ -66,6 +67,7 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 			if err := envDefaults(cmd.Flags()); err != nil {
 				return err
 			}
+			softHeapLimit()
 			return run(cmd.Context(), f, cmd.ErrOrStderr(), cmd.OutOrStdout())
 		},
 	}
@@ -280,4 +282,19 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// runHeapLimit is the soft limit on the Go heap of a run, unless GOMEMLIMIT
+// says otherwise. A run's live heap stays under about 50 MB, but with the
+// default GOGC the heap grows to twice that before a collection, and the
+// reference host's SQLite caches and the binary's pages come on top: about
+// 140 MB resident in all. Under this limit the collector runs sooner near
+// the end of a run (when the reports are built) and a run stays near
+// 115 MB, for a few percent more CPU; go doc runtime/debug.SetMemoryLimit.
+const runHeapLimit = 80 << 20
+
+func softHeapLimit() {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+		debug.SetMemoryLimit(runHeapLimit)
+	}
 }
