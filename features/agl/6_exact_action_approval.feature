@@ -167,7 +167,8 @@ Feature: Exact-action approval permits
 
   @req:agl.approval.expiry-stops-dispatch @profile:agl-core
   Scenario: An expired permit does not dispatch
-    Given the principal drafts an email to "bob@example.com"
+    Given the suite moves the host's clock instead of waiting, where the host offers the clock seam
+    And the principal drafts an email to "bob@example.com"
     And the agent proposes sending the draft
     And approval of the proposal is requested for 1 second
     And the resolver grants the approval
