@@ -225,6 +225,11 @@ func openStore(path string, busy time.Duration) (*store, error) {
 	return initStore(path, busy)
 }
 
+// schemaVersion is the store's PRAGMA user_version once schemaSQL has run
+// on it. Bump it whenever schemaSQL changes, so that existing stores run
+// the new DDL once.
+const schemaVersion = 1
+
 func initStore(path string, busy time.Duration) (*store, error) {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
@@ -244,13 +249,25 @@ func initStore(path string, busy time.Duration) (*store, error) {
 	s := &store{db: db}
 	ctx, cancel := context.WithTimeout(context.Background(), busy+5*time.Second)
 	defer cancel()
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+	// A store whose user_version says its schema is in place opens without
+	// running the DDL again: parsing it was most of a new host's start-up.
+	var version int
+	if err := db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("agl: read the schema version of %s: %w", path, err)
+	}
+	if version < schemaVersion {
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k,v) VALUES('schema_version','1')`); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion))
 			return err
-		}
-		_, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k,v) VALUES('schema_version','1')`)
-		return err
-	})
+		})
+	}
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("agl: initialise operation store %s: %w", path, err)

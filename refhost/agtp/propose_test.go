@@ -195,6 +195,12 @@ func TestAStoreFromBeforePROPOSEIsMigrated(t *testing.T) {
 	if r := f.do("PROPOSE", "/", agentA, wrapped("BOOK", "/room/m1", nil)); r.Status != 263 {
 		t.Fatalf("PROPOSE on a migrated store: %d %s", r.Status, r.Body)
 	}
+	// The migrated store records its schema version, so that the next
+	// open skips the DDL.
+	var v int
+	if err := f.h.db.QueryRow(`PRAGMA user_version`).Scan(&v); err != nil || v != schemaVersion {
+		t.Fatalf("the migrated store's user_version is %d (%v), want %d", v, err, schemaVersion)
+	}
 }
 
 func TestProposePolicyIsValidated(t *testing.T) {

@@ -134,6 +134,14 @@ func initDB(path string) (*sql.DB, error) {
 	// One connection: SQLite serialises writers anyway, and a single
 	// connection makes every transaction below strictly serial.
 	db.SetMaxOpenConns(1)
+	var version int
+	if err := db.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("agtp: read schema version: %w", err)
+	}
+	if version >= schemaVersion {
+		return db, nil
+	}
 	// The schema in one transaction: one commit (one fsync at
 	// synchronous=FULL) instead of one per statement.
 	if err := execInTx(db, schema); err != nil {
@@ -144,8 +152,18 @@ func initDB(path string) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("agtp: schema migration: %w", err)
 	}
+	if _, err := db.Exec(fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion)); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("agtp: record schema version: %w", err)
+	}
 	return db, nil
 }
+
+// schemaVersion is the store's PRAGMA user_version once schema and migrate
+// have run on it. A store already there opens without running them, so
+// that opening it parses no DDL (most of a new host's start-up otherwise).
+// Bump it whenever schema or migrate changes.
+const schemaVersion = 1
 
 func execInTx(db *sql.DB, stmts string) error {
 	tx, err := db.Begin()
