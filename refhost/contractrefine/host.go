@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -41,6 +42,14 @@ type Host struct {
 
 	handler http.Handler
 	seams   http.Handler
+
+	// offset is how far the clock seam has moved this host's clock ahead.
+	offset atomic.Int64
+}
+
+// now is the host's clock: the environment's, moved ahead by the clock seam.
+func (h *Host) now() time.Time {
+	return h.env.Clock().Add(time.Duration(h.offset.Load()))
 }
 
 // Open resolves cfg, opens (and recovers) the WAL in env.DataDir, and

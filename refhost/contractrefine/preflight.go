@@ -53,7 +53,7 @@ func (h *Host) decide(req *PreflightRequest) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	now := h.env.Clock()
+	now := h.now()
 	d := PreflightDecision{
 		PreflightID:     preflightID,
 		AuditID:         auditID,

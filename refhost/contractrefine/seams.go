@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // SeamPrefix is where Seams serves its endpoints.
@@ -13,6 +14,7 @@ const SeamPrefix = "/conformance/seams/contractrefine/"
 func (h *Host) seamRoutes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(SeamPrefix+"wal", h.guard(http.MethodGet, h.seamWAL))
+	mux.HandleFunc(SeamPrefix+"clock/advance", h.guard(http.MethodPost, h.seamClock))
 	mux.HandleFunc("/", notFound)
 	return mux
 }
@@ -70,4 +72,21 @@ func attrText(raw json.RawMessage) string {
 		return s
 	}
 	return string(raw)
+}
+
+// seamClock answers POST .../clock/advance {"seconds": n} by moving the
+// host's clock n seconds ahead (n > 0), so that a binding's lifetime can
+// pass without the client waiting it out; it answers the new time.
+func (h *Host) seamClock(w http.ResponseWriter, r *http.Request) {
+	var b struct {
+		Seconds float64 `json:"seconds"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&b); err != nil || b.Seconds <= 0 || b.Seconds > 365*24*3600 {
+		writeError(w, http.StatusBadRequest, `need {"seconds": n} with 0 < n <= one year`)
+		return
+	}
+	h.offset.Add(int64(b.Seconds * float64(time.Second)))
+	writeValue(w, http.StatusOK, struct {
+		Now string `json:"now"`
+	}{h.now().UTC().Format(time.RFC3339Nano)})
 }

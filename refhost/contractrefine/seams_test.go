@@ -95,3 +95,24 @@ type recorder struct {
 func (r *recorder) Header() http.Header         { return r.header }
 func (r *recorder) Write(b []byte) (int, error) { return len(b), nil }
 func (r *recorder) WriteHeader(code int)        { r.code = code }
+
+// TestSeamClockExpiresABinding: moving the clock past a binding's lifetime
+// through the seam makes the tool call it binds an expired one, as waiting
+// would; a request without a positive number of seconds is refused and
+// moves nothing.
+func TestSeamClockExpiresABinding(t *testing.T) {
+	hs := newHarness(t, Config{Mode: "enforce", EligibilityTTL: "3s"})
+	d := hs.mustPost(goodRequest("s"))
+	for _, bad := range []string{"", `{}`, `{"seconds": 0}`, `{"seconds": -5}`, `{"seconds": "4"}`} {
+		w := hs.do(http.MethodPost, SeamPrefix+"clock/advance", bad)
+		must(t).Equal(http.StatusBadRequest, w.Code, "body %q: %s", bad, w.Body.String())
+	}
+	w := hs.do(http.MethodPost, "/v1/tool", toolBody("tool.echo"), PreflightIDHeader, d.PreflightID)
+	must(t).Equal(http.StatusOK, w.Code, "before the clock moves: %s", w.Body.String())
+
+	w = hs.do(http.MethodPost, SeamPrefix+"clock/advance", `{"seconds": 3.5}`)
+	must(t).Equal(http.StatusOK, w.Code, w.Body.String())
+	w = hs.do(http.MethodPost, "/v1/tool", toolBody("tool.echo"), PreflightIDHeader, d.PreflightID)
+	must(t).Equal(http.StatusForbidden, w.Code, "after the clock moved past the binding: %s", w.Body.String())
+	expect(t).Equal("contract: binding_expired", decodeTool(t, w.Body.Bytes()).Reason)
+}

@@ -75,7 +75,7 @@ func (h *Host) postTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "kind is required")
 		return
 	}
-	now := h.env.Clock()
+	now := h.now()
 
 	// Binding stage. Disabled mode ignores the header entirely: no lookup and
 	// no preflight_id in the frame.

@@ -84,6 +84,11 @@ func registerHost(c *steps.Catalog) {
 	})
 	c.Given(`^a ContractRefine host in "([^"]*)" mode whose preflight bindings last (\d+) seconds?$`, func(ctx context.Context, mode string, secs int) error {
 		st(ctx).ttl = time.Duration(secs) * time.Second
+		// A host with the clock seam lets the binding expire without real
+		// waiting; one without is certified on real time.
+		if err := steps.From(ctx).PreferSeams(); err != nil {
+			return err
+		}
 		return configure(ctx, func(m map[string]any) {
 			m["mode"] = mode
 			m["eligibility_ttl"] = fmt.Sprintf("%ds", secs)

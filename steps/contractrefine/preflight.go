@@ -385,6 +385,19 @@ func registerPreflight(c *steps.Catalog) {
 		if wait > s.ttl+expirySlack+clockSkew {
 			return steps.Fail("the host was configured with eligibility_ttl %s, yet that preflight's binding expires at %s, %s from now", s.ttl, exp, time.Until(t).Round(time.Second))
 		}
+		if wait <= 0 {
+			return nil
+		}
+		w := steps.From(ctx)
+		body, _ := json.Marshal(map[string]any{"seconds": wait.Seconds()})
+		r, ok, err := w.OptionalSeam(ctx, http.MethodPost, seamPrefix+"clock/advance", body, http.Header{"Content-Type": {"application/json"}})
+		if err != nil {
+			return err
+		}
+		if ok {
+			// A seam that exists but errs is the host's failure.
+			return w.Assert(r.Status == http.StatusOK, "the host's clock seam did not move its clock: %s", r)
+		}
 		select {
 		case <-time.After(wait):
 			return nil

@@ -11,10 +11,13 @@ import (
 	"github.com/parley-conformance/parley/steps"
 )
 
+// seamPrefix is where a ContractRefine host serves its seams.
+const seamPrefix = "/conformance/seams/contractrefine/"
+
 // walSeam is the read-back seam a host exposes when started with seams on
 // (docs/host-interface.md): frames in file order, filtered by kind and by
 // attribute values.
-const walSeam = "/conformance/seams/contractrefine/wal"
+const walSeam = seamPrefix + "wal"
 
 type frame struct {
 	Kind  string                     `json:"kind"`
