@@ -118,15 +118,17 @@ func (w *World) Seam(ctx context.Context, method, path string, body []byte, head
 }
 
 // OptionalSeam calls a seam a scenario can do without (see PreferSeams). It
-// answers false, having sent nothing, when the host runs without seams, and
-// false when the host has no such seam; otherwise the seam's answer, which
-// the caller checks like any other.
+// answers false, having sent nothing, when the host runs without seams or
+// has no HTTP surface to serve one on (an AGTP host that took the
+// configuration without a word about seams), and false when the host has no
+// such seam; otherwise the seam's answer, which the caller checks like any
+// other.
 func (w *World) OptionalSeam(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, bool, error) {
 	h, err := w.Host(ctx)
 	if err != nil {
 		return nil, false, err
 	}
-	if !h.Config.Seams() {
+	if !h.Config.Seams() || h.HTTP == "" {
 		return nil, false, nil
 	}
 	r, err := w.Fetch(ctx, method, path, body, header)

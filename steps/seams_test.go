@@ -96,6 +96,17 @@ func TestAPreferredSeamFallsBackOnlyWhenDeclined(t *testing.T) {
 		}
 	}
 
+	// A host that took seams but serves no HTTP has no seam to call.
+	{
+		tgt := &seamTarget{url: ""}
+		w, ctx := world(tgt)
+		calls.Store(0)
+		r, ok, err := seam(w, ctx)
+		if err != nil || ok || r != nil || calls.Load() != 0 {
+			t.Errorf("a host without an HTTP surface: OptionalSeam = %v, %v, %v; want no seam and no call", r, ok, err)
+		}
+	}
+
 	tgt := &seamTarget{url: srv.URL, seamErr: &target.StartError{Config: "x", Reason: "exited with status 1"}}
 	w, ctx := world(tgt)
 	_, _, err := seam(w, ctx)
