@@ -107,6 +107,11 @@ func (w *World) Seam(ctx context.Context, method, path string, body []byte, head
 	if !h.Config.Seams() {
 		return nil, Fault("the scenario reads the seam %s without asking for seams among its Given steps", path)
 	}
+	if h.HTTP == "" {
+		// Seams live on the HTTP surface; a host without one has none,
+		// which blocks as a 404 there would.
+		return nil, Block(verdict.CauseSeamAbsent, "the host has no seam %s %s (its ready line names no \"http\" address to serve seams on); docs/host-interface.md describes it", method, path)
+	}
 	r, err := w.Fetch(ctx, method, path, body, header)
 	if err != nil {
 		return nil, err

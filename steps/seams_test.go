@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // seamTarget hands out one server for any configuration, except that it
@@ -113,5 +114,38 @@ func TestAPreferredSeamFallsBackOnlyWhenDeclined(t *testing.T) {
 	var f *Failure
 	if !errors.As(err, &f) || !f.NotStarted || len(tgt.asked) != 1 {
 		t.Errorf("a host that does not start with seams: %v after %d configuration(s); want the host's failure, with no retry", err, len(tgt.asked))
+	}
+}
+
+// TestASeamWithoutAnHTTPSurfaceIsAbsent: a host started with seams whose
+// ready line names no HTTP address has no seam, which blocks as a 404 at
+// the seam's path does; an erring seam is answered to the caller to judge.
+func TestASeamWithoutAnHTTPSurfaceIsAbsent(t *testing.T) {
+	var status atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		url     string
+		status  int
+		blocked bool
+	}{{"", 0, true}, {srv.URL, http.StatusNotFound, true}, {srv.URL, http.StatusInternalServerError, false}} {
+		status.Store(int32(tc.status))
+		w := NewWorld(&seamTarget{url: tc.url}, Scenario{})
+		if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.RequireSeams(); err != nil {
+			t.Fatal(err)
+		}
+		r, err := w.Seam(context.Background(), http.MethodPut, "/conformance/seams/agtp/recipes/x", nil, nil)
+		var b *Blocked
+		switch {
+		case tc.blocked && (!errors.As(err, &b) || b.Cause != verdict.CauseSeamAbsent):
+			t.Errorf("http %q answering %d: %v, want blocked (seam absent)", tc.url, tc.status, err)
+		case !tc.blocked && (err != nil || r.Status != tc.status):
+			t.Errorf("http %q answering %d: %v, %v; want the answer", tc.url, tc.status, r, err)
+		}
 	}
 }
