@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/parley-conformance/parley/verdict"
 )
@@ -141,6 +142,30 @@ func (w *World) OptionalSeam(ctx context.Context, method, path string, body []by
 		return nil, false, err
 	}
 	return r, !seamAbsent(r.Status), nil
+}
+
+// PassTime lets d of the host's time pass: through its clock seam (a POST
+// of body to path, whose answer check judges) where the scenario preferred
+// seams and the host has that seam, otherwise by waiting d in real time.
+// check nil accepts a 200 only: a clock seam that exists but errs is the
+// host's failure.
+func (w *World) PassTime(ctx context.Context, d time.Duration, path string, body []byte, check func(*Response) error) error {
+	r, ok, err := w.OptionalSeam(ctx, http.MethodPost, path, body, http.Header{"Content-Type": {"application/json"}})
+	if err != nil {
+		return err
+	}
+	if ok {
+		if check != nil {
+			return check(r)
+		}
+		return w.Assert(r.Status == http.StatusOK, "the host's clock seam did not move its clock: %s", r)
+	}
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return Fault("the run was interrupted while waiting %s in real time: %v", d, ctx.Err())
+	}
 }
 
 // seamAbsent is how a host answers for a seam it does not have.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
@@ -146,6 +147,53 @@ func TestASeamWithoutAnHTTPSurfaceIsAbsent(t *testing.T) {
 			t.Errorf("http %q answering %d: %v, want blocked (seam absent)", tc.url, tc.status, err)
 		case !tc.blocked && (err != nil || r.Status != tc.status):
 			t.Errorf("http %q answering %d: %v, %v; want the answer", tc.url, tc.status, r, err)
+		}
+	}
+}
+
+// TestPassTimeMovesTheClockOrWaits: with the clock seam, time passes at
+// once and an erring seam is the host's failure; without seams, the suite
+// waits the time out in real time and calls nothing.
+func TestPassTimeMovesTheClockOrWaits(t *testing.T) {
+	var status, calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	const d = 300 * time.Millisecond
+	for _, tc := range []struct {
+		seamErr error
+		status  int
+		fails   bool
+		waits   bool
+	}{
+		{nil, http.StatusOK, false, false},
+		{nil, http.StatusInternalServerError, true, false},
+		{nil, http.StatusNotFound, false, true},
+		{&target.DeclinedError{Config: "x", Reason: "no test seams"}, http.StatusOK, false, true},
+	} {
+		status.Store(int32(tc.status))
+		calls.Store(0)
+		w := NewWorld(&seamTarget{url: srv.URL, seamErr: tc.seamErr}, Scenario{})
+		if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.PreferSeams(); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err := w.PassTime(context.Background(), d, "/conformance/seams/agtp/clock/advance", []byte(`{"seconds":0.3}`), nil)
+		took := time.Since(start)
+		var f *Failure
+		if tc.fails != errors.As(err, &f) || (!tc.fails && err != nil) {
+			t.Errorf("declined=%v, seam answering %d: %v; want a failure: %v", tc.seamErr != nil, tc.status, err, tc.fails)
+		}
+		if tc.waits != (took >= d) {
+			t.Errorf("declined=%v, seam answering %d: took %v; want a real wait of %v: %v", tc.seamErr != nil, tc.status, took, d, tc.waits)
+		}
+		if tc.seamErr != nil && calls.Load() != 0 {
+			t.Errorf("a host without seams had its clock seam called")
 		}
 	}
 }

@@ -590,22 +590,9 @@ func registerActions(c *steps.Catalog) {
 		if !ok {
 			return steps.Fault("no contract has been issued yet")
 		}
-		w := steps.From(ctx)
 		body, _ := json.Marshal(map[string]any{"seconds": float64(ttl) + 0.5})
-		r, ok, err := w.OptionalSeam(ctx, http.MethodPost, SeamPrefix+"clock/advance", body, http.Header{"Content-Type": {"application/json"}})
-		if err != nil {
-			return err
-		}
-		if ok {
-			// A seam that exists but errs is the host's failure.
-			return w.Assert(r.Status == http.StatusOK, "the host's clock seam did not move its clock: %d %s", r.Status, bytes.TrimSpace(r.Body))
-		}
-		select {
-		case <-time.After(time.Until(at.Add(time.Duration(ttl)*time.Second + 500*time.Millisecond))):
-			return nil
-		case <-ctx.Done():
-			return steps.Fault("the run was interrupted while waiting out the contract's TTL: %v", ctx.Err())
-		}
+		wait := time.Until(at.Add(time.Duration(ttl)*time.Second + 500*time.Millisecond))
+		return steps.From(ctx).PassTime(ctx, wait, SeamPrefix+"clock/advance", body, nil)
 	}).Waits(2500 * time.Millisecond)
 	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes ([a-z0-9-]+(?:, [a-z0-9-]+)*) and answers (\d+)$`, func(ctx context.Context, name, version, composed string, status int) error {
 		var recipe map[string]any

@@ -388,22 +388,8 @@ func registerPreflight(c *steps.Catalog) {
 		if wait <= 0 {
 			return nil
 		}
-		w := steps.From(ctx)
 		body, _ := json.Marshal(map[string]any{"seconds": wait.Seconds()})
-		r, ok, err := w.OptionalSeam(ctx, http.MethodPost, seamPrefix+"clock/advance", body, http.Header{"Content-Type": {"application/json"}})
-		if err != nil {
-			return err
-		}
-		if ok {
-			// A seam that exists but errs is the host's failure.
-			return w.Assert(r.Status == http.StatusOK, "the host's clock seam did not move its clock: %s", r)
-		}
-		select {
-		case <-time.After(wait):
-			return nil
-		case <-ctx.Done():
-			return steps.Fault("the run was interrupted while waiting for a binding to expire")
-		}
+		return steps.From(ctx).PassTime(ctx, wait, seamPrefix+"clock/advance", body, nil)
 	}).Waits(3*time.Second + expirySlack)
 	c.When(`^a client posts (no body|an empty body|a truncated preflight request|a preflight request followed by stray bytes|the body "(.*)") to /v1/preflight$`, func(ctx context.Context, what, literal string) error {
 		w, s := steps.From(ctx), st(ctx)
