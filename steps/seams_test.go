@@ -38,6 +38,30 @@ func (t *seamTarget) Configurations() []target.Config { return nil }
 func (t *seamTarget) Subject() target.Subject         { return target.Subject{} }
 func (t *seamTarget) Close() error                    { return nil }
 
+// seamServer answers every request with the status it holds, counting them.
+func seamServer(t *testing.T) (srv *httptest.Server, status, calls *atomic.Int32) {
+	status, calls = new(atomic.Int32), new(atomic.Int32)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(int(status.Load()))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, status, calls
+}
+
+// preferring is a World on tgt whose scenario prefers seams.
+func preferring(t *testing.T, tgt *seamTarget) *World {
+	t.Helper()
+	w := NewWorld(tgt, Scenario{})
+	if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.PreferSeams(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // TestAPreferredSeamFallsBackOnlyWhenDeclined holds PreferSeams and
 // OptionalSeam to their contract: a host that declines seams (or a target
 // that cannot give them) runs the configuration without them and the seam is
@@ -45,21 +69,9 @@ func (t *seamTarget) Close() error                    { return nil }
 // absent and an erring one is the caller's to judge; a host that fails to
 // start with seams has failed, and the suite does not quietly go on without.
 func TestAPreferredSeamFallsBackOnlyWhenDeclined(t *testing.T) {
-	var status, calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		w.WriteHeader(int(status.Load()))
-	}))
-	defer srv.Close()
+	srv, status, calls := seamServer(t)
 	world := func(tgt *seamTarget) (*World, context.Context) {
-		w := NewWorld(tgt, Scenario{})
-		if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.PreferSeams(); err != nil {
-			t.Fatal(err)
-		}
-		return w, context.Background()
+		return preferring(t, tgt), context.Background()
 	}
 	seam := func(w *World, ctx context.Context) (*Response, bool, error) {
 		return w.OptionalSeam(ctx, http.MethodPost, "/conformance/seams/agtp/clock/advance", []byte(`{"seconds":2.5}`), nil)
@@ -122,11 +134,7 @@ func TestAPreferredSeamFallsBackOnlyWhenDeclined(t *testing.T) {
 // ready line names no HTTP address has no seam, which blocks as a 404 at
 // the seam's path does; an erring seam is answered to the caller to judge.
 func TestASeamWithoutAnHTTPSurfaceIsAbsent(t *testing.T) {
-	var status atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(int(status.Load()))
-	}))
-	defer srv.Close()
+	srv, status, _ := seamServer(t)
 	for _, tc := range []struct {
 		url     string
 		status  int
@@ -155,12 +163,7 @@ func TestASeamWithoutAnHTTPSurfaceIsAbsent(t *testing.T) {
 // once and an erring seam is the host's failure; without seams, the suite
 // waits the time out in real time and calls nothing.
 func TestPassTimeMovesTheClockOrWaits(t *testing.T) {
-	var status, calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls.Add(1)
-		w.WriteHeader(int(status.Load()))
-	}))
-	defer srv.Close()
+	srv, status, calls := seamServer(t)
 	const d = 300 * time.Millisecond
 	for _, tc := range []struct {
 		seamErr error
@@ -175,13 +178,7 @@ func TestPassTimeMovesTheClockOrWaits(t *testing.T) {
 	} {
 		status.Store(int32(tc.status))
 		calls.Store(0)
-		w := NewWorld(&seamTarget{url: srv.URL, seamErr: tc.seamErr}, Scenario{})
-		if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.PreferSeams(); err != nil {
-			t.Fatal(err)
-		}
+		w := preferring(t, &seamTarget{url: srv.URL, seamErr: tc.seamErr})
 		start := time.Now()
 		err := w.PassTime(context.Background(), d, "/conformance/seams/agtp/clock/advance", []byte(`{"seconds":0.3}`), nil)
 		took := time.Since(start)
