@@ -69,7 +69,7 @@ func (s Step) Waits(d time.Duration) { s.c.defs[s.i].Waits = d }
 func (s Step) WaitsAsWritten(unit time.Duration) { s.c.defs[s.i].WaitUnit = unit }
 
 // Catalog is the suite's step definitions, compiled once per process and
-// bound to every scenario. Family packages add to it through Given, Setup,
+// bound to each scenario as its steps need them. Family packages add to it through Given, Setup,
 // When and Then; they never see godog's ScenarioContext, so no step can
 // escape the classification its wrapper applies.
 type Catalog struct {
@@ -154,19 +154,12 @@ func (c *Catalog) Preconditions() []string {
 	return out
 }
 
-// Bind registers every definition with a scenario, each wrapped so that its
-// error is classified and recorded on the scenario's World before godog sees
-// it. The wrappers are built once per Catalog.
-func (c *Catalog) Bind(sc *godog.ScenarioContext) {
-	for _, d := range c.wrapped() {
-		sc.Step(d.Expr, d.Fn)
-	}
-}
-
-// BindSteps registers with a scenario only the definitions that match one of
-// its step texts. godog matches every step against every definition it was
-// given, and records where each was registered, so binding the whole catalog
-// to each of hundreds of scenarios cost more CPU than most of their
+// BindSteps registers with a scenario the definitions that match one of its
+// step texts, each wrapped so that its error is classified and recorded on
+// the scenario's World before godog sees it (the wrappers are built once).
+// Only those: godog matches every step against every definition it was
+// given, and records where each was registered, so binding the whole
+// catalog to each of hundreds of scenarios cost more CPU than most of their
 // exchanges. What godog decides is unchanged: a text no definition matches
 // is still undefined, and one that several match is still ambiguous, since
 // all of them are bound.

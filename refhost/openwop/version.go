@@ -16,7 +16,9 @@ func validVersion(v string) bool { return versionGrammar.MatchString(v) }
 
 // compareVersions orders A2A versions ("0.3" < "1.0" < "1.10") and MCP date
 // revisions ("2025-03-26" < "2025-06-18") with one rule: split on dots and
-// dashes, compare numeric parts as numbers and anything else as text.
+// dashes, compare numeric parts as numbers and anything else as text. The
+// suite orders versions with wire/version; the host under test keeps its own
+// copy on purpose, so that one mistake cannot make both agree.
 func compareVersions(a, b string) int {
 	split := func(s string) []string {
 		return strings.FieldsFunc(s, func(r rune) bool { return r == '.' || r == '-' })
