@@ -6,12 +6,14 @@ package runner
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,6 +21,7 @@ import (
 
 	"github.com/cucumber/godog"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/redact"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/steps"
@@ -52,6 +55,17 @@ type Options struct {
 	Live bool
 	// CucumberJSON, when set, is the path godog writes its cucumber report to.
 	CucumberJSON string
+	// Fixtures is the run's fixture set; nil builds a new one (a new salt
+	// and TLS material) for hosts the target starts itself.
+	Fixtures *fixtures.Set
+	// Isolate gives every scenario a host of its own (the oracle that
+	// verdicts do not depend on scenarios sharing hosts).
+	Isolate bool
+	// ExclusiveLast runs the scenarios that take their host alone after all
+	// the others, one at a time: for hosts the suite cannot start afresh
+	// (the url target), where an exclusive scenario changes the one host
+	// every scenario of its fixture shares.
+	ExclusiveLast bool
 }
 
 // ScenarioResult is one scenario's verdict (verdict.ScenarioResult).
@@ -72,6 +86,10 @@ type Result struct {
 	// Facts are what scenarios recorded about the host (World.Fact), every
 	// value of every key, sorted.
 	Facts map[string][]string
+	// Hosts and Restarts count the hosts the target started for the run
+	// (fresh ones) and the restarts of a host on its state, when the
+	// target starts hosts (target.Counter); -1 when it does not.
+	Hosts, Restarts int
 }
 
 // DefaultConcurrency follows the machine: scenarios mostly wait on hosts
@@ -176,12 +194,27 @@ func Run(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus,
 	}
 	sort.Strings(res.Profiles)
 
+	if opt.Fixtures == nil {
+		env, err := fixtures.NewEnv("")
+		if err != nil {
+			return nil, fmt.Errorf("suite fault: %w", err)
+		}
+		opt.Fixtures = fixtures.NewSet(env)
+		defer opt.Fixtures.Close()
+	}
+	if err := opt.Fixtures.ServeFakes(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
 	if len(selected) > 0 {
-		got, facts, err := runGodog(ctx, reg, corpus, selected, godogFilter(filter, profiles), seed, opt)
+		got, facts, err := runPasses(ctx, reg, corpus, selected, godogFilter(filter, profiles), seed, opt)
 		if err != nil {
 			return nil, err
 		}
 		res.Scenarios, res.Facts = got, facts
+	}
+	res.Hosts, res.Restarts = -1, -1
+	if c, ok := opt.Target.(target.Counter); ok {
+		res.Hosts, res.Restarts = c.Started()
 	}
 	res.Finished = time.Now().UTC()
 	res.Rows = rows(res.Scenarios, profileSkipped)
@@ -233,6 +266,90 @@ func godogFilter(f *scenarios.Filter, profiles map[string]bool) string {
 		}
 	}
 	return strings.Join(alts, ",")
+}
+
+// runPasses runs the selection in one godog pass, or, with ExclusiveLast,
+// the shared scenarios first and then the exclusive ones one at a time.
+func runPasses(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus, selected []scenarios.Scenario, tags string, seed int64, opt Options) ([]ScenarioResult, map[string][]string, error) {
+	var shared, exclusive []scenarios.Scenario
+	for _, s := range selected {
+		if s.Exclusive {
+			exclusive = append(exclusive, s)
+		} else {
+			shared = append(shared, s)
+		}
+	}
+	if !opt.ExclusiveLast || len(exclusive) == 0 || len(shared) == 0 {
+		return runGodog(ctx, reg, corpus, selected, tags, seed, opt)
+	}
+	first, facts, err := runGodog(ctx, reg, corpus, shared, conjoin(tags, "~"+scenarios.ExclusiveTag), seed, opt)
+	if err != nil {
+		return nil, nil, err
+	}
+	last := opt
+	last.Concurrency = 1
+	if opt.CucumberJSON != "" {
+		last.CucumberJSON = opt.CucumberJSON + ".exclusive"
+		defer os.Remove(last.CucumberJSON)
+	}
+	second, facts2, err := runGodog(ctx, reg, corpus, exclusive, conjoin(tags, scenarios.ExclusiveTag), seed, last)
+	if err != nil {
+		return nil, nil, err
+	}
+	if opt.CucumberJSON != "" {
+		if err := appendCucumber(opt.CucumberJSON, last.CucumberJSON); err != nil {
+			return nil, nil, err
+		}
+	}
+	for k, vs := range facts2 {
+		facts[k] = append(facts[k], vs...)
+		sort.Strings(facts[k])
+		facts[k] = slices.Compact(facts[k])
+	}
+	all := append(first, second...)
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].URI != all[j].URI {
+			return all[i].URI < all[j].URI
+		}
+		return all[i].Line < all[j].Line
+	})
+	return all, facts, nil
+}
+
+// conjoin adds a conjunct to every alternative of a godog tag expression
+// (godog has no parentheses: "," separates alternatives of "&&" terms).
+func conjoin(tags, term string) string {
+	if strings.TrimSpace(tags) == "" {
+		return term
+	}
+	alts := strings.Split(tags, ",")
+	for i, a := range alts {
+		alts[i] = strings.TrimSpace(a) + " && " + term
+	}
+	return strings.Join(alts, ",")
+}
+
+// appendCucumber appends the features of the cucumber report at extra to
+// the one at path (both JSON arrays).
+func appendCucumber(path, extra string) error {
+	var a, b []json.RawMessage
+	for _, x := range []struct {
+		file string
+		into *[]json.RawMessage
+	}{{path, &a}, {extra, &b}} {
+		raw, err := os.ReadFile(x.file)
+		if err != nil {
+			return fmt.Errorf("cucumber report: %w", err)
+		}
+		if err := json.Unmarshal(raw, x.into); err != nil {
+			return fmt.Errorf("cucumber report %s: %w", x.file, err)
+		}
+	}
+	out, err := json.Marshal(append(a, b...))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, out, 0o644)
 }
 
 func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus, selected []scenarios.Scenario, tags string, seed int64, opt Options) ([]ScenarioResult, map[string][]string, error) {
@@ -339,7 +456,8 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 				mu.Lock()
 				s := byPickle[pickle.Id]
 				mu.Unlock()
-				w := steps.NewWorld(opt.Target, steps.Scenario{ReqIDs: s.ReqIDs, Preconditions: preconditions})
+				w := steps.NewWorld(opt.Target, steps.Scenario{ReqIDs: s.ReqIDs, Preconditions: preconditions,
+					ID: pickle.Id, Fixture: s.Fixture, Exclusive: s.Exclusive, Fixtures: opt.Fixtures, Isolate: opt.Isolate})
 				// godog matches a scenario's steps only after its Before
 				// hooks, so binding here what the steps match is in time.
 				texts := make([]string, len(pickle.Steps))

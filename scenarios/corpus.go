@@ -13,6 +13,7 @@ import (
 	messages "github.com/cucumber/messages/go/v34"
 
 	"github.com/parley-conformance/parley/features"
+	"github.com/parley-conformance/parley/fixtures"
 	aglchecker "github.com/parley-conformance/parley/scenarios/agl-checker"
 )
 
@@ -20,6 +21,12 @@ import (
 const (
 	ReqTagPrefix     = "@req:"
 	ProfileTagPrefix = "@profile:"
+	// FixtureTagPrefix names the fixture a scenario runs on (fixtures.Lookup).
+	FixtureTagPrefix = "@fixture:"
+	// ExclusiveTag marks a scenario that changes host-wide state (an
+	// operator's policy edit, a sweep, a clock move, a fault armed for the
+	// whole host): it takes its host alone, and the host is not lent again.
+	ExclusiveTag = "@exclusive"
 )
 
 // File is one feature file of the corpus.
@@ -42,6 +49,12 @@ type Scenario struct {
 	Tags     []string
 	ReqIDs   []string
 	Profile  string
+	// Fixture is the fixture the scenario names ("" when it names none);
+	// Fixtures lists every @fixture tag, for the lint that wants exactly one.
+	Fixture  string
+	Fixtures []string
+	// Exclusive says the scenario takes its host alone (ExclusiveTag).
+	Exclusive bool
 	// Steps are the texts of the scenario's steps, as godog matches them.
 	Steps []string
 }
@@ -139,6 +152,11 @@ func parse(files []File, digest string) (*Corpus, error) {
 					s.ReqIDs = append(s.ReqIDs, strings.TrimPrefix(t.Name, ReqTagPrefix))
 				case strings.HasPrefix(t.Name, ProfileTagPrefix):
 					s.Profile = strings.TrimPrefix(t.Name, ProfileTagPrefix)
+				case strings.HasPrefix(t.Name, FixtureTagPrefix):
+					s.Fixture = strings.TrimPrefix(t.Name, FixtureTagPrefix)
+					s.Fixtures = append(s.Fixtures, s.Fixture)
+				case t.Name == ExclusiveTag:
+					s.Exclusive = true
 				}
 			}
 			c.Scenarios = append(c.Scenarios, s)
@@ -230,6 +248,37 @@ func Bind(r *Registry, c *Corpus) error {
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("corpus and registry disagree:\n  %s", strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
+// CheckFixtures holds every scenario to the fixtures: it names exactly one
+// (@fixture:NAME), the fixture exists and belongs to the scenario's family,
+// and an exclusive scenario says so only once it names a fixture.
+func CheckFixtures(c *Corpus) error {
+	var problems []string
+	for _, s := range c.Scenarios {
+		where := fmt.Sprintf("%s:%d %q", s.URI, s.Line, s.Name)
+		family, _, _ := strings.Cut(s.URI, "/")
+		switch len(s.Fixtures) {
+		case 0:
+			problems = append(problems, where+": no @fixture tag (parley fixtures lists the fixtures of family "+family+")")
+			continue
+		case 1:
+		default:
+			problems = append(problems, where+": names "+strings.Join(s.Fixtures, ", ")+"; a scenario runs on one fixture")
+			continue
+		}
+		f, ok := fixtures.Lookup(s.Fixture)
+		switch {
+		case !ok:
+			problems = append(problems, where+": @fixture:"+s.Fixture+" names no fixture")
+		case f.Family != family:
+			problems = append(problems, where+": @fixture:"+s.Fixture+" belongs to family "+f.Family)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("scenarios and fixtures disagree:\n  %s", strings.Join(problems, "\n  "))
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/redact"
 	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/target"
@@ -35,6 +36,20 @@ type Scenario struct {
 	ReqIDs []string
 	// Preconditions reads the registry's [[precondition]] entries.
 	Preconditions func(id string) (PreconditionInfo, bool)
+	// ID names the scenario (one example row of an outline) within the run.
+	ID string
+	// Fixture is the fixture the scenario names (@fixture:NAME); with
+	// Fixtures set, its host runs that fixture and no Given step composes
+	// a configuration.
+	Fixture string
+	// Exclusive says the scenario changes host-wide state: it takes a host
+	// of its own, which is not lent again.
+	Exclusive bool
+	// Fixtures is the run's fixture set (configurations and leases).
+	Fixtures *fixtures.Set
+	// Isolate gives every scenario a host of its own (--isolate, the oracle
+	// that verdicts do not depend on hosts being shared).
+	Isolate bool
 }
 
 // World is one scenario's state. It is created fresh for every scenario, so
@@ -64,6 +79,7 @@ type World struct {
 	facts        map[string]map[string]bool
 	cleanups     []func()
 	held         []target.Config // configurations acquired, released when the scenario is recorded
+	needs        []string        // optional fixture members the scenario needs
 }
 
 // NewWorld returns a World for one scenario.
@@ -377,8 +393,126 @@ func (w *World) CallsBack() error {
 
 const isolatedReason = "the host runs in a network namespace of its own (container target) and cannot reach the fake peers and destinations the suite runs on loopback; certify these requirements with the exec or refhost target"
 
-// Config is the configuration the scenario's Given steps describe.
+// Config is the configuration of the scenario's host: its fixture's, or,
+// for a scenario that names none, the one its Given steps describe.
 func (w *World) Config() (target.Config, error) {
+	cfg, err := w.config()
+	if err != nil {
+		return target.Config{}, err
+	}
+	w.mu.Lock()
+	stateDir := w.stateDir
+	w.mu.Unlock()
+	// A host of its own: an exclusive scenario leaves it changed, a kept
+	// state is the scenario's alone, and an isolated run shares nothing.
+	switch sc := w.scenario; {
+	case sc.Isolate:
+		cfg = cfg.WithInstance("isolate:" + sc.ID)
+	case sc.Exclusive:
+		cfg = cfg.WithInstance("exclusive:" + sc.ID)
+	case stateDir != "":
+		cfg = cfg.WithInstance("state:" + sc.ID)
+	}
+	return cfg, nil
+}
+
+// Fixture returns the fixture the scenario's host runs, when it runs one.
+func (w *World) Fixture() (fixtures.Fixture, bool) {
+	if w.scenario.Fixtures == nil || w.scenario.Fixture == "" {
+		return fixtures.Fixture{}, false
+	}
+	return fixtures.Lookup(w.scenario.Fixture)
+}
+
+// Env is the run's fixture environment (the rosters' salt, where the fakes
+// are served, the TLS material); the zero Env when the run has no set.
+func (w *World) Env() fixtures.Env {
+	if w.scenario.Fixtures == nil {
+		return fixtures.Env{}
+	}
+	return w.scenario.Fixtures.Env
+}
+
+// Fakes is the run's server for the suite's fakes, where fixture hosts
+// call the destinations and peers the scenarios lease.
+func (w *World) Fakes() (*fixtures.Fakes, error) {
+	if w.scenario.Fixtures == nil || w.scenario.Fixtures.Fakes == nil {
+		return nil, Fault("the run serves no fakes (it has no fixture set)")
+	}
+	return w.scenario.Fixtures.Fakes, nil
+}
+
+// Lease takes an identity of the scenario's own from a roster of its
+// fixture: its index and its name (fixtures.Env.ID). No other scenario of
+// the run is given it.
+func (w *World) Lease(roster string) (int, string, error) {
+	f, ok := w.Fixture()
+	if !ok {
+		return 0, "", Fault("the scenario leases from roster %q but runs on no fixture (tag it @fixture:NAME)", roster)
+	}
+	i, err := w.scenario.Fixtures.Lease(f.Name, roster)
+	if err != nil {
+		return 0, "", Fault("%v", err)
+	}
+	return i, w.scenario.Fixtures.Env.ID(f.Name, roster, i), nil
+}
+
+// Needs says the scenario needs an optional member of its fixture: a host
+// that declares it does not serve the member blocks the scenario, naming it.
+func (w *World) Needs(member string) error {
+	f, ok := w.Fixture()
+	if !ok {
+		return Fault("the scenario needs fixture member %q but runs on no fixture", member)
+	}
+	if _, ok := f.Member(member); !ok {
+		return Fault("fixture %s declares no optional member %q", f.Name, member)
+	}
+	w.mu.Lock()
+	h := w.current
+	w.needs = append(w.needs, member)
+	w.mu.Unlock()
+	if h != nil {
+		return w.served(h)
+	}
+	return nil
+}
+
+// served blocks a scenario whose host declares it does not serve a member
+// the scenario needs.
+func (w *World) served(h *target.Host) error {
+	w.mu.Lock()
+	needs := append([]string(nil), w.needs...)
+	w.mu.Unlock()
+	for _, m := range needs {
+		if !h.Serves(m) {
+			return Block(verdict.CauseDeclined, "the host declares it does not serve member %q of fixture %s", m, w.scenario.Fixture)
+		}
+	}
+	return nil
+}
+
+func (w *World) config() (target.Config, error) {
+	if f, ok := w.Fixture(); ok {
+		cfg, err := w.scenario.Fixtures.Config(f.Name)
+		if err != nil {
+			return target.Config{}, Fault("%v", err)
+		}
+		w.mu.Lock()
+		composed, seams, stateDir := len(w.sections) > 0, w.seams, w.stateDir
+		w.mu.Unlock()
+		if composed {
+			return target.Config{}, Fault("a Given step composed a host configuration, but the scenario runs on fixture %s", f.Name)
+		}
+		if seams && !cfg.Seams() {
+			return target.Config{}, Fault("the scenario needs the host's seams, and fixture %s has them off", f.Name)
+		}
+		if stateDir != "" {
+			if cfg, err = cfg.WithStateDir(stateDir); err != nil {
+				return target.Config{}, Fault("the host configuration does not encode: %v", err)
+			}
+		}
+		return cfg, nil
+	}
 	w.mu.Lock()
 	if len(w.sections) == 0 {
 		w.mu.Unlock()
@@ -443,6 +577,11 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 	}
 	prefer := w.preferSeams && !w.seams
 	w.mu.Unlock()
+	if _, ok := w.Fixture(); ok {
+		// A fixture's seams are the fixture's: a host without them answers
+		// 404 at a seam, which an optional seam reads as absent.
+		prefer = false
+	}
 	cfg, err := w.Config()
 	if err != nil {
 		return nil, err
@@ -462,6 +601,9 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 	w.mu.Unlock()
 	if callsBack && h.Isolated {
 		return nil, Block(verdict.CauseTarget, isolatedReason)
+	}
+	if err := w.served(h); err != nil {
+		return nil, err
 	}
 	return h, nil
 }

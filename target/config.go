@@ -26,6 +26,10 @@ import (
 type Config struct {
 	canon []byte
 	doc   map[string]any
+	// instance, when set, asks for a host of this configuration that no
+	// other instance shares (a scenario that takes its host exclusively, or
+	// an isolated run); it is not part of the document the host receives.
+	instance string
 }
 
 // NewConfig builds a configuration from family sections (any JSON-encodable
@@ -61,6 +65,11 @@ func ParseConfig(b []byte) (Config, error) {
 			return Config{}, errors.New(`host configuration: "seams" must be true or false`)
 		}
 	}
+	if s, ok := doc["fixture"]; ok {
+		if d, isStr := s.(string); !isStr || d == "" {
+			return Config{}, errors.New(`host configuration: "fixture" must be a fixture name`)
+		}
+	}
 	if s, ok := doc["state_dir"]; ok {
 		if d, isStr := s.(string); !isStr || d == "" {
 			return Config{}, errors.New(`host configuration: "state_dir" must be a directory path`)
@@ -83,6 +92,27 @@ func (c Config) Digest() string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// Fixture names the published fixture the configuration is ("" for one a
+// scenario composed itself).
+func (c Config) Fixture() string { s, _ := c.doc["fixture"].(string); return s }
+
+// Instance is the name of the host instance asked for ("" for the one a
+// configuration's scenarios share).
+func (c Config) Instance() string { return c.instance }
+
+// WithInstance returns c asking for a host instance of its own, named
+// name: targets start one apart from every other instance of the same
+// document, and never lend it to another scenario once it is released.
+func (c Config) WithInstance(name string) Config { c.instance = name; return c }
+
+// Key is what targets cache hosts by: the document's digest and the instance.
+func (c Config) Key() string {
+	if c.instance == "" {
+		return c.Digest()
+	}
+	return c.Digest() + "#" + c.instance
+}
+
 // Seams reports whether the configuration asks for the test seams.
 func (c Config) Seams() bool { s, _ := c.doc["seams"].(bool); return s }
 
@@ -103,7 +133,9 @@ func (c Config) with(key string, v any) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	return ParseConfig(b)
+	out, err := ParseConfig(b)
+	out.instance = c.instance
+	return out, err
 }
 
 // StateDir is the directory the configuration tells the host to keep its
@@ -115,7 +147,7 @@ func (c Config) StateDir() string { s, _ := c.doc["state_dir"].(string); return 
 func (c Config) Families() []string {
 	var out []string
 	for k := range c.doc {
-		if k != "seams" && k != "state_dir" {
+		if k != "seams" && k != "state_dir" && k != "fixture" {
 			out = append(out, k)
 		}
 	}

@@ -136,7 +136,7 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, Stopper, erro
 			_ = stop()
 			return nil, nil, &StartError{Config: cfg.Digest(), Reason: "its ready line is unusable: " + err.Error()}
 		}
-		h.HTTP, h.AGTP = strings.TrimSuffix(r.HTTP, "/"), r.AGTP
+		h.HTTP, h.AGTP, h.Unsupported = strings.TrimSuffix(r.HTTP, "/"), r.AGTP, r.Unsupported
 	} else {
 		// The engine runs on this machine and publishes ports on every
 		// interface; the suite talks to hosts on loopback only, whatever
@@ -183,6 +183,9 @@ func (t *Container) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 }
 
 func (t *Container) Configurations() []Config { return t.p.configurations() }
+
+// Started counts the containers started, and restarts.
+func (t *Container) Started() (hosts, restarts int) { return t.p.counts() }
 
 // Release lets the pool stop the host once no scenario holds it.
 func (t *Container) Release(cfg Config) { t.p.release(cfg) }

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -32,6 +31,9 @@ type ReadyLine struct {
 	// AGTPBodyForm is the AGTP request body form the host reads
 	// ("envelope", the default, or "flat").
 	AGTPBodyForm string `json:"agtp_body_form,omitempty"`
+	// Unsupported names the optional members of the fixture the host was
+	// given that it does not serve (docs/hosts/<family>.md lists them).
+	Unsupported []string `json:"unsupported,omitempty"`
 }
 
 // ReadySubject is the subject a ready line declares.
@@ -71,8 +73,17 @@ func NewExec(command string) (*Exec, error) {
 const maxReasonBytes = 2 << 10
 
 func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
-	path := filepath.Join(t.dir, strings.TrimPrefix(cfg.Digest(), "sha256:")[:16]+".json")
-	if err := os.WriteFile(path, cfg.JSON(), 0o600); err != nil {
+	// A file per start: instances of one configuration may start at once.
+	f, err := os.CreateTemp(t.dir, strings.TrimPrefix(cfg.Digest(), "sha256:")[:16]+"-*.json")
+	if err != nil {
+		return nil, nil, err
+	}
+	path := f.Name()
+	_, err = f.Write(cfg.JSON())
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	cmd := exec.Command("/bin/sh", "-c", t.Command+` "$1"`, "parley-exec", path)
@@ -179,7 +190,7 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 			t.subjects[s.Name+"\x00"+s.Digest["sha256"]] = s
 			t.mu.Unlock()
 		}
-		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, AGTPBodyForm: form, Config: cfg, logs: logs.snapshot}, stopWith, nil
+		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, AGTPBodyForm: form, Unsupported: r.Unsupported, Config: cfg, logs: logs.snapshot}, stopWith, nil
 	case err := <-exited:
 		exited <- err
 		// What it printed before exiting may still be in the pipe.
@@ -283,6 +294,9 @@ func (t *Exec) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 }
 
 func (t *Exec) Configurations() []Config { return t.p.configurations() }
+
+// Started counts the hosts the command was run for, and restarts.
+func (t *Exec) Started() (hosts, restarts int) { return t.p.counts() }
 
 // Release lets the pool stop the host once no scenario holds it.
 func (t *Exec) Release(cfg Config) { t.p.release(cfg) }

@@ -62,6 +62,9 @@ func (t *Refhost) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 
 func (t *Refhost) Configurations() []Config { return t.p.configurations() }
 
+// Started counts the hosts started, and restarts.
+func (t *Refhost) Started() (hosts, restarts int) { return t.p.counts() }
+
 // Release lets the pool stop the host once no scenario holds it.
 func (t *Refhost) Release(cfg Config) { t.p.release(cfg) }
 

@@ -64,7 +64,21 @@ type Host struct {
 	// where the AGTP drafts leave the choice open: BodyFormEnvelope (the
 	// default, as the drafts show it) or BodyFormFlat.
 	AGTPBodyForm string
-	logs         func() []string
+	// Unsupported are the optional fixture members the host declares it
+	// does not serve (its ready line's "unsupported"): the scenarios that
+	// need one are blocked naming it, the others run.
+	Unsupported []string
+	logs        func() []string
+}
+
+// Serves reports whether the host serves an optional fixture member.
+func (h *Host) Serves(member string) bool {
+	for _, m := range h.Unsupported {
+		if m == member {
+			return false
+		}
+	}
+	return true
 }
 
 // The AGTP request body forms a host may declare.
@@ -153,6 +167,13 @@ type Target interface {
 	Close() error
 }
 
+// Counter is a target that starts hosts and counts them: fresh hosts (a
+// configuration's first start, or an instance of its own) and restarts of a
+// host on its state. The run summary and the bundle carry both.
+type Counter interface {
+	Started() (hosts, restarts int)
+}
+
 // Releaser is a target that can be told a scenario is done with the host it
 // acquired for cfg. Hosts no scenario holds are kept for reuse up to a bound
 // and stopped beyond it, so that a run with hundreds of configurations does
@@ -178,8 +199,17 @@ type pool struct {
 	entries  map[string]*poolEntry
 	order    []Config
 	started  map[string]bool // digests of configurations a host ran, for the evidence
-	idle     list.List       // digests of held-by-nobody entries, least recently released first
+	idle     list.List       // keys of held-by-nobody entries, least recently released first
 	stopping sync.WaitGroup
+	hosts    int // fresh hosts started
+	restarts int // hosts started again on their state
+}
+
+// counts returns how many fresh hosts the pool started, and restarts.
+func (p *pool) counts() (hosts, restarts int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hosts, p.restarts
 }
 
 type poolEntry struct {
@@ -197,7 +227,8 @@ func (p *pool) restart(ctx context.Context, cfg Config, crash bool) (*Host, erro
 		return nil, errors.New("a host is restarted only on a state directory its configuration names (state_dir)")
 	}
 	p.mu.Lock()
-	e := p.entries[cfg.Digest()]
+	e := p.entries[cfg.Key()]
+	p.restarts++
 	p.mu.Unlock()
 	if e == nil {
 		return nil, errors.New("no host runs this configuration")
@@ -215,13 +246,13 @@ func (p *pool) restart(ctx context.Context, cfg Config, crash bool) (*Host, erro
 	p.mu.Lock()
 	// The scenario that restarts the host holds it; so may others.
 	ne.refs, ne.idle = e.refs, e.idle
-	p.entries[cfg.Digest()] = ne
+	p.entries[cfg.Key()] = ne
 	p.mu.Unlock()
 	return ne.host, ne.err
 }
 
 func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
-	key := cfg.Digest()
+	key, digest := cfg.Key(), cfg.Digest()
 	p.mu.Lock()
 	if p.entries == nil {
 		p.entries = map[string]*poolEntry{}
@@ -231,15 +262,16 @@ func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
 	if !ok {
 		e = &poolEntry{ready: make(chan struct{}), refs: 1}
 		p.entries[key] = e
-		if !p.started[key] {
+		if !p.started[digest] {
 			p.order = append(p.order, cfg)
 		}
+		p.hosts++
 		p.mu.Unlock()
 		e.host, e.stop, e.err = p.start(ctx, cfg)
 		close(e.ready)
 		if e.err == nil {
 			p.mu.Lock()
-			p.started[key] = true
+			p.started[digest] = true
 			p.mu.Unlock()
 		}
 	} else {
@@ -259,9 +291,11 @@ func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
 }
 
 // release undoes one acquire; a host nobody holds joins the idle list, and
-// the oldest idle hosts beyond the bound are stopped in the background.
+// the oldest idle hosts beyond the bound are stopped in the background. A
+// host instance of its own is stopped as soon as nobody holds it: it may
+// have been left changed, so it is never lent again.
 func (p *pool) release(cfg Config) {
-	key := cfg.Digest()
+	key := cfg.Key()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	e := p.entries[key]
@@ -272,19 +306,31 @@ func (p *pool) release(cfg Config) {
 	if e.refs > 0 || e.err != nil {
 		return
 	}
+	if cfg.Instance() != "" {
+		delete(p.entries, key)
+		p.stopInBackground(e)
+		return
+	}
 	e.idle = p.idle.PushBack(key)
 	for p.idle.Len() > idleHosts {
 		old := p.idle.Remove(p.idle.Front()).(string)
 		oe := p.entries[old]
 		delete(p.entries, old)
-		if oe != nil && oe.stop != nil {
-			p.stopping.Add(1)
-			go func() {
-				defer p.stopping.Done()
-				_ = oe.stop(false)
-			}()
-		}
+		p.stopInBackground(oe)
 	}
+}
+
+// stopInBackground stops e's host without holding up the caller; close
+// waits for it. p.mu is held.
+func (p *pool) stopInBackground(e *poolEntry) {
+	if e == nil || e.stop == nil {
+		return
+	}
+	p.stopping.Add(1)
+	go func() {
+		defer p.stopping.Done()
+		_ = e.stop(false)
+	}()
 }
 
 func (p *pool) configurations() []Config {
@@ -392,7 +438,7 @@ func Wrap(h *Host, httpURL, agtp string, logs func() []string) *Host {
 	if logs == nil {
 		logs = h.logs
 	}
-	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, Isolated: h.Isolated, AGTPBodyForm: h.AGTPBodyForm, logs: logs}
+	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, Isolated: h.Isolated, AGTPBodyForm: h.AGTPBodyForm, Unsupported: h.Unsupported, logs: logs}
 }
 
 // WithConfig returns h as though it ran cfg: for a wrapper that started the
