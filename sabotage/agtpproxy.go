@@ -91,7 +91,7 @@ func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]ma
 	p := &t.agtp
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if a, ok := p.byCfg[cfg.Digest()]; ok {
+	if a, ok := p.byCfg[cfg.Key()]; ok {
 		return a, nil
 	}
 	var serverTLS, clientTLS *tls.Config
@@ -129,7 +129,7 @@ func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]ma
 	if p.byCfg == nil {
 		p.byCfg = map[string]string{}
 	}
-	p.byCfg[cfg.Digest()] = ln.Addr().String()
+	p.byCfg[cfg.Key()] = ln.Addr().String()
 	return ln.Addr().String(), nil
 }
 

@@ -160,11 +160,14 @@ func (t *Target) runConfig(cfg target.Config) (target.Config, error) {
 	for k, v := range altered {
 		fams[k] = v
 	}
+	if f := cfg.Fixture(); f != "" {
+		fams["fixture"] = f
+	}
 	c, err := target.NewConfig(fams, cfg.Seams())
 	if err == nil && cfg.StateDir() != "" {
 		c, err = c.WithStateDir(cfg.StateDir())
 	}
-	return c, err
+	return c.WithInstance(cfg.Instance()), err
 }
 
 // Restart restarts the inner host and puts new proxies in front of it (its
@@ -183,10 +186,10 @@ func (t *Target) Restart(ctx context.Context, cfg target.Config, crash bool) (*t
 		return nil, err
 	}
 	t.mu.Lock()
-	delete(t.byCfg, cfg.Digest())
+	delete(t.byCfg, cfg.Key())
 	t.mu.Unlock()
 	t.agtp.mu.Lock()
-	delete(t.agtp.byCfg, cfg.Digest())
+	delete(t.agtp.byCfg, cfg.Key())
 	t.agtp.mu.Unlock()
 	return t.wrap(cfg, h)
 }
@@ -211,7 +214,7 @@ func (t *Target) wrap(cfg target.Config, h *target.Host) (*target.Host, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	proxyURL, ok := t.byCfg[cfg.Digest()]
+	proxyURL, ok := t.byCfg[cfg.Key()]
 	if !ok {
 		proxyURL, err = t.proxy(h.HTTP, asked)
 		if err != nil {
@@ -220,7 +223,7 @@ func (t *Target) wrap(cfg target.Config, h *target.Host) (*target.Host, error) {
 		if t.byCfg == nil {
 			t.byCfg = map[string]string{}
 		}
-		t.byCfg[cfg.Digest()] = proxyURL
+		t.byCfg[cfg.Key()] = proxyURL
 	}
 	return target.Wrap(h, proxyURL, agtpAddr, logs), nil
 }

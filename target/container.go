@@ -136,7 +136,7 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, Stopper, erro
 			_ = stop()
 			return nil, nil, &StartError{Config: cfg.Digest(), Reason: "its ready line is unusable: " + err.Error()}
 		}
-		h.HTTP, h.AGTP, h.Unsupported = strings.TrimSuffix(r.HTTP, "/"), r.AGTP, r.Unsupported
+		h.HTTP, h.AGTP, h.AGTPPlaintext, h.Unsupported = strings.TrimSuffix(r.HTTP, "/"), r.AGTP, r.AGTPPlaintext, r.Unsupported
 	} else {
 		// The engine runs on this machine and publishes ports on every
 		// interface; the suite talks to hosts on loopback only, whatever

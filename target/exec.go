@@ -25,7 +25,10 @@ type ReadyLine struct {
 	Parley string `json:"parley"` // "ready" or "declined"
 	HTTP   string `json:"http,omitempty"`
 	AGTP   string `json:"agtp,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	// AGTPPlaintext is a second AGTP listener, plaintext on loopback, for a
+	// host whose "agtp" serves TLS (fixtures that ask for both transports).
+	AGTPPlaintext string `json:"agtp_plaintext,omitempty"`
+	Reason        string `json:"reason,omitempty"`
 	// Subject is the build the host says it is, named by its digest.
 	Subject *ReadySubject `json:"subject,omitempty"`
 	// AGTPBodyForm is the AGTP request body form the host reads
@@ -190,7 +193,7 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 			t.subjects[s.Name+"\x00"+s.Digest["sha256"]] = s
 			t.mu.Unlock()
 		}
-		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, AGTPBodyForm: form, Unsupported: r.Unsupported, Config: cfg, logs: logs.snapshot}, stopWith, nil
+		return &Host{HTTP: strings.TrimSuffix(r.HTTP, "/"), AGTP: r.AGTP, AGTPPlaintext: r.AGTPPlaintext, AGTPBodyForm: form, Unsupported: r.Unsupported, Config: cfg, logs: logs.snapshot}, stopWith, nil
 	case err := <-exited:
 		exited <- err
 		// What it printed before exiting may still be in the pipe.
@@ -254,6 +257,11 @@ func checkEndpoints(r ReadyLine) string {
 	if r.AGTP != "" {
 		if _, _, err := net.SplitHostPort(r.AGTP); err != nil {
 			return fmt.Sprintf("its ready line's agtp %q is not host:port", r.AGTP)
+		}
+	}
+	if r.AGTPPlaintext != "" {
+		if _, _, err := net.SplitHostPort(r.AGTPPlaintext); err != nil {
+			return fmt.Sprintf("its ready line's agtp_plaintext %q is not host:port", r.AGTPPlaintext)
 		}
 	}
 	return ""

@@ -54,6 +54,10 @@ type Host struct {
 	HTTP string
 	// AGTP is the host:port of its AGTP/1.0 listener, when it has one.
 	AGTP string
+	// AGTPPlaintext is the host:port of a second, plaintext AGTP/1.0
+	// listener on loopback, when the host serves TLS on AGTP and its
+	// fixture asks for both.
+	AGTPPlaintext string
 	// Config is the configuration the host runs with.
 	Config Config
 	// Isolated says the host runs in a network namespace of its own (a
@@ -438,7 +442,7 @@ func Wrap(h *Host, httpURL, agtp string, logs func() []string) *Host {
 	if logs == nil {
 		logs = h.logs
 	}
-	return &Host{HTTP: httpURL, AGTP: agtp, Config: h.Config, Isolated: h.Isolated, AGTPBodyForm: h.AGTPBodyForm, Unsupported: h.Unsupported, logs: logs}
+	return &Host{HTTP: httpURL, AGTP: agtp, AGTPPlaintext: h.AGTPPlaintext, Config: h.Config, Isolated: h.Isolated, AGTPBodyForm: h.AGTPBodyForm, Unsupported: h.Unsupported, logs: logs}
 }
 
 // WithConfig returns h as though it ran cfg: for a wrapper that started the
