@@ -56,15 +56,16 @@ var familySpecs = []familySpec{
 		// AGTP/1.0 with RCNS. The section is spec-level
 		// (schemas/agtp/host-config.json, docs/hosts/agtp.md): the RCNS
 		// knobs, agents, capabilities, Tier A/B endpoints, recipes and
-		// passthroughs, and optionally TLS material; agtp.ParseSection
+		// passthroughs, and optionally TLS material; agtp.ParseListeners
 		// translates it into the reference host's own configuration. With
-		// tls the AGTP listener speaks TLS 1.3 only; without it, plaintext
+		// tls the AGTP listener speaks TLS 1.3 only (and plaintext_listener
+		// adds a second, plaintext one on loopback); without it, plaintext
 		// from loopback peers only. No HTTP paths: the seams mount under
 		// /conformance/seams/agtp/.
 		name:  "agtp",
 		seams: agtp.SeamPrefix,
 		open: func(section json.RawMessage, env hostenv.Env) (family, error) {
-			c, tc, err := agtp.ParseSection(section)
+			c, l, err := agtp.ParseListeners(section)
 			if err != nil {
 				return nil, err
 			}
@@ -72,7 +73,7 @@ var familySpecs = []familySpec{
 			if err != nil {
 				return nil, err
 			}
-			return agtpServed{Host: h, tls: tc}, nil
+			return agtpServed{Host: h, tls: l.TLS, plaintext: l.Plaintext}, nil
 		},
 	},
 }
@@ -81,8 +82,10 @@ var familySpecs = []familySpec{
 // beyond its seams and serves AGTP on a listener of its own.
 type agtpServed struct {
 	*agtp.Host
-	tls *tls.Config
+	tls       *tls.Config
+	plaintext bool
 }
 
 func (agtpServed) Handler() http.Handler  { return http.NotFoundHandler() }
 func (a agtpServed) AGTPTLS() *tls.Config { return a.tls }
+func (a agtpServed) AGTPPlaintext() bool  { return a.plaintext }

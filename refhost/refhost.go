@@ -36,7 +36,11 @@ type Options struct {
 	// AGTPListen is the AGTP/1.0 listen address of a family that serves
 	// AGTP (the "agtp" section); empty means 127.0.0.1:0.
 	AGTPListen string
-	Logger     *slog.Logger
+	// AGTPPlaintextListen is where the second, plaintext AGTP listener of
+	// a family that serves TLS and asks for one (plaintext_listener) binds:
+	// a loopback address; empty means 127.0.0.1:0.
+	AGTPPlaintextListen string
+	Logger              *slog.Logger
 }
 
 // Host is a running reference host.
@@ -48,9 +52,14 @@ type Host struct {
 	// TLS 1.3 (else plaintext, loopback only).
 	AGTPAddr string
 	AGTPTLS  bool
+	// AGTPPlaintextAddr is the host:port of the second, plaintext AGTP
+	// listener on loopback, when the AGTP listener serves TLS and the
+	// section asks for plaintext beside it.
+	AGTPPlaintextAddr string
 
 	srv      *http.Server
 	agtpLn   net.Listener
+	agtpPlLn net.Listener
 	families []family
 	tmpDir   string
 }
@@ -69,6 +78,12 @@ type agtpFamily interface {
 	// AGTPTLS is the server's TLS configuration, or nil for plaintext
 	// (which the AGTP server accepts from loopback peers only).
 	AGTPTLS() *tls.Config
+}
+
+// agtpPlaintextFamily is an agtpFamily that may ask, beside its TLS
+// listener, for a second one speaking plaintext on loopback.
+type agtpPlaintextFamily interface {
+	AGTPPlaintext() bool
 }
 
 // familySpec tells the assembler how to open a family and which paths it owns.
@@ -102,6 +117,18 @@ func Start(opts Options) (*Host, error) {
 		}
 		delete(doc, "seams")
 	}
+	// fixture names the published configuration this is; it changes
+	// nothing in how the host serves, and is logged for the operator.
+	fixture := ""
+	if raw, ok := doc["fixture"]; ok {
+		if err := json.Unmarshal(raw, &fixture); err != nil || fixture == "" {
+			return nil, errors.New(`refhost: "fixture" must be a fixture name`)
+		}
+		delete(doc, "fixture")
+	}
+	// "fixture" names the published fixture the document is (parley
+	// fixtures); the sections say everything the host needs.
+	delete(doc, "fixture")
 	// state_dir names where durable state lives, so that the host can be
 	// stopped and started again on it; an explicit DataDir wins.
 	if raw, ok := doc["state_dir"]; ok {
@@ -178,7 +205,7 @@ func Start(opts Options) (*Host, error) {
 			h.closeFamilies()
 			return nil, errors.New("refhost: more than one family serves AGTP")
 		}
-		if err := h.listenAGTP(af, opts.AGTPListen, log); err != nil {
+		if err := h.listenAGTP(af, opts.AGTPListen, opts.AGTPPlaintextListen, log); err != nil {
 			h.closeFamilies()
 			return nil, err
 		}
@@ -211,13 +238,14 @@ func Start(opts Options) (*Host, error) {
 			log.Error("http listener stopped", "err", err)
 		}
 	}()
-	log.Info("refhost listening", "url", h.URL, "agtp", h.AGTPAddr, "agtp_tls", h.AGTPTLS, "families", strings.Join(names, ","), "seams", seams)
+	log.Info("refhost listening", "url", h.URL, "agtp", h.AGTPAddr, "agtp_tls", h.AGTPTLS, "agtp_plaintext", h.AGTPPlaintextAddr, "families", strings.Join(names, ","), "seams", seams, "fixture", fixture)
 	return h, nil
 }
 
 // listenAGTP opens the AGTP listener (TLS 1.3 when the family has TLS
-// material) and serves it until the family closes.
-func (h *Host) listenAGTP(f agtpFamily, addr string, log *slog.Logger) error {
+// material) and, for a family that serves TLS and asks for it, a second,
+// plaintext listener on loopback; it serves them until the family closes.
+func (h *Host) listenAGTP(f agtpFamily, addr, plainAddr string, log *slog.Logger) error {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
@@ -225,16 +253,43 @@ func (h *Host) listenAGTP(f agtpFamily, addr string, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("refhost: agtp listener: %w", err)
 	}
-	if tc := f.AGTPTLS(); tc != nil {
+	tc := f.AGTPTLS()
+	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 		h.AGTPTLS = true
 	}
-	h.AGTPAddr, h.agtpLn = ln.Addr().String(), ln
-	go func() {
-		if err := f.ServeAGTP(ln); err != nil && !errors.Is(err, wire.ErrServerClosed) {
-			log.Error("agtp listener stopped", "err", err)
+	var pl net.Listener
+	if pf, ok := f.(agtpPlaintextFamily); ok && pf.AGTPPlaintext() {
+		if tc == nil {
+			_ = ln.Close()
+			return errors.New("refhost: agtp: a plaintext listener beside the TLS one was asked for, and the AGTP listener is plaintext already")
 		}
-	}()
+		if plainAddr == "" {
+			plainAddr = "127.0.0.1:0"
+		}
+		// Plaintext is for loopback peers only (the server refuses any
+		// other); the listener is not offered anywhere else either.
+		if host, _, err := net.SplitHostPort(plainAddr); err != nil || !wire.IsLoopback(host) {
+			_ = ln.Close()
+			return fmt.Errorf("refhost: agtp plaintext listener: %q is not a loopback host:port", plainAddr)
+		}
+		if pl, err = net.Listen("tcp", plainAddr); err != nil {
+			_ = ln.Close()
+			return fmt.Errorf("refhost: agtp plaintext listener: %w", err)
+		}
+		h.AGTPPlaintextAddr, h.agtpPlLn = pl.Addr().String(), pl
+	}
+	h.AGTPAddr, h.agtpLn = ln.Addr().String(), ln
+	for _, l := range []net.Listener{ln, pl} {
+		if l == nil {
+			continue
+		}
+		go func() {
+			if err := f.ServeAGTP(l); err != nil && !errors.Is(err, wire.ErrServerClosed) {
+				log.Error("agtp listener stopped", "addr", l.Addr().String(), "err", err)
+			}
+		}()
+	}
 	return nil
 }
 
@@ -258,6 +313,9 @@ func (h *Host) Crash() error {
 	if h.agtpLn != nil {
 		_ = h.agtpLn.Close()
 	}
+	if h.agtpPlLn != nil {
+		_ = h.agtpPlLn.Close()
+	}
 	return h.closeFamilies()
 }
 
@@ -277,6 +335,9 @@ func (h *Host) Close() error {
 	}
 	if h.agtpLn != nil {
 		_ = h.agtpLn.Close() // the family closes it too; this covers a Serve that had not begun
+	}
+	if h.agtpPlLn != nil {
+		_ = h.agtpPlLn.Close()
 	}
 	errs = append(errs, h.closeFamilies())
 	if h.tmpDir != "" {

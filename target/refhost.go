@@ -43,7 +43,7 @@ func NewRefhost() *Refhost {
 			return h.Close()
 		}
 		form, _ := CheckBodyForm(t.AGTPBodyForm)
-		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, AGTPBodyForm: form, Config: cfg, logs: logs.snapshot}, stop, nil
+		return &Host{HTTP: h.URL, AGTP: h.AGTPAddr, AGTPPlaintext: h.AGTPPlaintextAddr, AGTPBodyForm: form, Config: cfg, logs: logs.snapshot}, stop, nil
 	}
 	return t
 }

@@ -42,6 +42,11 @@ type Section struct {
 	// TLS is the certificate and key to serve TLS 1.3 with; without it the
 	// server speaks plaintext to loopback peers only.
 	TLS *SectionTLS `json:"tls,omitempty"`
+	// PlaintextListener asks a server that serves TLS for a second AGTP
+	// listener beside it, speaking plaintext on loopback to loopback peers
+	// only (the ready line's agtp_plaintext). Without tls it means nothing
+	// (the one listener is plaintext already) and is refused.
+	PlaintextListener bool `json:"plaintext_listener,omitempty"`
 }
 
 // SectionRCNS are the spec's RCNS knobs; a zero value is a knob left unset.
@@ -147,28 +152,50 @@ func Effects() []string {
 // members are an error) and translates it into the reference host's Config
 // and TLS configuration (nil for plaintext).
 func ParseSection(raw []byte) (Config, *tls.Config, error) {
+	c, l, err := ParseListeners(raw)
+	return c, l.TLS, err
+}
+
+// Listeners says how the server is reached: TLS 1.3 with this
+// configuration (nil: plaintext, to loopback peers only), and, for a
+// server that serves TLS, whether a second listener speaks plaintext on
+// loopback beside it.
+type Listeners struct {
+	TLS       *tls.Config
+	Plaintext bool
+}
+
+// ParseListeners is ParseSection that also says which listeners the
+// section asks for.
+func ParseListeners(raw []byte) (Config, Listeners, error) {
 	var s Section
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
-		return Config{}, nil, fmt.Errorf("agtp section: %w", err)
+		return Config{}, Listeners{}, fmt.Errorf("agtp section: %w", err)
 	}
 	c, err := s.Config()
 	if err != nil {
-		return Config{}, nil, err
+		return Config{}, Listeners{}, err
 	}
-	var tc *tls.Config
+	var l Listeners
 	if s.TLS != nil {
 		if s.TLS.CertPEM == "" || s.TLS.KeyPEM == "" {
-			return Config{}, nil, errors.New("agtp section: tls needs cert_pem and key_pem")
+			return Config{}, Listeners{}, errors.New("agtp section: tls needs cert_pem and key_pem")
 		}
 		cert, err := tls.X509KeyPair([]byte(s.TLS.CertPEM), []byte(s.TLS.KeyPEM))
 		if err != nil {
-			return Config{}, nil, fmt.Errorf("agtp section: tls: %w", err)
+			return Config{}, Listeners{}, fmt.Errorf("agtp section: tls: %w", err)
 		}
-		tc = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, NextProtos: []string{"agtp"}}
+		l.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13, NextProtos: []string{"agtp"}}
 	}
-	return c, tc, nil
+	if s.PlaintextListener {
+		if l.TLS == nil {
+			return Config{}, Listeners{}, errors.New("agtp section: plaintext_listener asks for a plaintext listener beside the TLS one, and the section has no tls (its one listener is plaintext already)")
+		}
+		l.Plaintext = true
+	}
+	return c, l, nil
 }
 
 // Config translates the section into the reference host's configuration
