@@ -24,7 +24,9 @@ func newRefhostCmd() *cobra.Command {
 schemas/host-config.json) until interrupted. When it serves it prints one
 line on stdout, {"parley":"ready","http":"http://…","agtp":"127.0.0.1:…",
 "subject":{"name":"parley-refhost","digest":{"sha256":"…"}}} ("agtp" only
-when the configuration has an agtp section; the subject is this binary):
+when the configuration has an agtp section, and "agtp_plaintext", a second,
+plaintext AGTP listener on loopback, when that section serves TLS and sets
+plaintext_listener; the subject is this binary):
 the exec target's
 adapter contract, so 'parley run --target exec --exec "parley refhost"'
 certifies the reference host as an external host would be. Every flag may
@@ -59,7 +61,7 @@ PARLEY_DATA); a flag on the command line wins.`,
 			if err != nil {
 				return usage("%v", err)
 			}
-			line := target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr, AGTPBodyForm: bodyForm}
+			line := target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr, AGTPPlaintext: h.AGTPPlaintextAddr, AGTPBodyForm: bodyForm}
 			// The reference host is built into this binary: its digest
 			// names the build that serves.
 			if s := target.NewRefhost().Subject(); s.Declared() {
