@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 
 	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/suitebuild"
@@ -57,6 +58,11 @@ type Config struct {
 	// Key signs the bundle; nil signs with a fresh ephemeral key whose
 	// public half is written beside the bundle.
 	Key ed25519.PrivateKey
+	// Fixtures is the fixture set hosts were deployed from (parley
+	// fixtures); nil builds one for the run.
+	Fixtures *fixtures.Set
+	// Isolate gives every scenario a host of its own.
+	Isolate bool
 }
 
 // Outcome is a finished run.
@@ -115,11 +121,22 @@ func Execute(ctx context.Context, cfg Config) (*Outcome, error) {
 			}
 		}
 	}
-	opt := runner.Options{Target: tgt, Tags: cfg.Tags, Profiles: cfg.Profiles, Concurrency: cfg.Concurrency, Seed: cfg.Seed, Progress: cfg.Progress, Live: cfg.Live}
+	opt := runner.Options{Target: tgt, Tags: cfg.Tags, Profiles: cfg.Profiles, Concurrency: cfg.Concurrency, Seed: cfg.Seed, Progress: cfg.Progress, Live: cfg.Live,
+		Fixtures: cfg.Fixtures, Isolate: cfg.Isolate,
+		// A host the suite did not start is shared by every scenario of its
+		// fixture: one that changes it runs after the others.
+		ExclusiveLast: tgt.Kind() == "url"}
 	if cfg.Out != "" && has(formats, "cucumber") {
 		opt.CucumberJSON = filepath.Join(cfg.Out, "cucumber.json")
 	}
 	res, err := runner.Run(ctx, reg, corpus, opt)
+	if cfg.Fixtures != nil {
+		// Identities leased from deployed hosts are never leased again,
+		// even by a run that did not finish.
+		if serr := cfg.Fixtures.SaveLeases(); serr != nil && err == nil {
+			err = fmt.Errorf("recording the leases taken from the fixture set: %w", serr)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +145,7 @@ func Execute(ctx context.Context, cfg Config) (*Outcome, error) {
 	}
 	pub := priv.Public().(ed25519.PublicKey)
 	o := &Outcome{Result: res, Registry: reg, Ephemeral: ephemeral}
-	o.Statement = evidence.Build(reg, corpus, evidenceRun(res, cfg.AllowBlocked), evidenceHost(tgt), evidence.SigningInfo{KeyID: evidence.KeyID(pub), Ephemeral: ephemeral})
+	o.Statement = evidence.Build(reg, corpus, evidenceRun(res, cfg.AllowBlocked), evidenceHost(tgt, res, cfg.Isolate), evidence.SigningInfo{KeyID: evidence.KeyID(pub), Ephemeral: ephemeral})
 	if cfg.Out != "" {
 		if err := o.write(cfg.Out, formats, priv, opt.CucumberJSON); err != nil {
 			return o, err
@@ -245,9 +262,10 @@ func evidenceRun(res *runner.Result, allowBlocked bool) evidence.Run {
 		AllowBlocked: allowBlocked, SuiteVersion: b.Version, SuiteCommit: b.Commit, Facts: res.Facts}
 }
 
-func evidenceHost(t target.Target) evidence.Host {
+func evidenceHost(t target.Target, res *runner.Result, isolate bool) evidence.Host {
 	s := t.Subject()
-	h := evidence.Host{Kind: t.Kind(), Subject: evidence.Subject{Name: s.Name, Digest: s.Digest}, Note: s.Note, Configurations: map[string][]byte{}}
+	h := evidence.Host{Kind: t.Kind(), Subject: evidence.Subject{Name: s.Name, Digest: s.Digest}, Note: s.Note, Configurations: map[string][]byte{},
+		HostsStarted: res.Hosts, Restarts: res.Restarts, Isolate: isolate}
 	for _, c := range t.Configurations() {
 		h.Configurations[c.Digest()] = c.JSON()
 	}

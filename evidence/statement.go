@@ -75,6 +75,12 @@ type TargetInfo struct {
 	Kind           string       `json:"kind"`
 	Note           string       `json:"note,omitempty"`
 	Configurations []ConfigInfo `json:"configurations"`
+	// HostsStarted and Restarts count the hosts the suite started (fresh
+	// ones) and restarted on their state, for targets that start hosts.
+	HostsStarted *int `json:"hostsStarted,omitempty"`
+	Restarts     *int `json:"restarts,omitempty"`
+	// Isolate records a run that gave every scenario a host of its own.
+	Isolate bool `json:"isolate,omitempty"`
 }
 
 // ConfigInfo is one host configuration the run used.
@@ -130,6 +136,10 @@ type Host struct {
 	// Configurations are the configuration documents the host was started
 	// with, keyed by their digest, as the host received them.
 	Configurations map[string][]byte
+	// HostsStarted and Restarts count what the target started; negative
+	// when it starts no hosts (a url target).
+	HostsStarted, Restarts int
+	Isolate                bool
 }
 
 // Build assembles the statement for a finished run.
@@ -138,7 +148,7 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, run Run, host Host
 		Suite:          SuiteInfo{Name: SuiteName, Version: orUnknown(run.SuiteVersion), Commit: orUnknown(run.SuiteCommit)},
 		RegistryDigest: reg.Digest(),
 		CorpusDigest:   corpus.Digest(),
-		Target:         TargetInfo{Kind: host.Kind, Note: host.Note, Configurations: []ConfigInfo{}},
+		Target:         TargetInfo{Kind: host.Kind, Note: host.Note, Configurations: []ConfigInfo{}, Isolate: host.Isolate},
 		Seed:           run.Seed,
 		TagFilter:      run.Tags,
 		Profiles:       append([]string{}, run.Profiles...),
@@ -153,6 +163,10 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, run Run, host Host
 	}
 	for k, vs := range run.Facts {
 		p.Facts[k] = append([]string{}, vs...)
+	}
+	if host.HostsStarted >= 0 && host.Restarts >= 0 {
+		hs, rs := host.HostsStarted, host.Restarts
+		p.Target.HostsStarted, p.Target.Restarts = &hs, &rs
 	}
 	for digest, doc := range host.Configurations {
 		// The digest is of the document as the host received it; the

@@ -451,6 +451,10 @@ func (w *World) Lease(roster string) (int, string, error) {
 		return 0, "", Fault("the scenario leases from roster %q but runs on no fixture (tag it @fixture:NAME)", roster)
 	}
 	i, err := w.scenario.Fixtures.Lease(f.Name, roster)
+	if errors.Is(err, fixtures.ErrExhausted) && w.scenario.Fixtures.Dir != "" {
+		// Hosts deployed from a written set have served earlier runs.
+		return 0, "", Block(verdict.CauseTarget, "%v", err)
+	}
 	if err != nil {
 		return 0, "", Fault("%v", err)
 	}

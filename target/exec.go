@@ -34,6 +34,9 @@ type ReadyLine struct {
 	// AGTPBodyForm is the AGTP request body form the host reads
 	// ("envelope", the default, or "flat").
 	AGTPBodyForm string `json:"agtp_body_form,omitempty"`
+	// Fixture is the fixture the host says it runs (its configuration's
+	// "fixture"); a deployed host's line is checked against it.
+	Fixture string `json:"fixture,omitempty"`
 	// Unsupported names the optional members of the fixture the host was
 	// given that it does not serve (docs/hosts/<family>.md lists them).
 	Unsupported []string `json:"unsupported,omitempty"`

@@ -56,7 +56,7 @@ the host did.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usage("%v (see `%s --help`)", err, c.CommandPath())
 	})
-	root.AddCommand(newRunCmd(), newVerifyCmd(), newDiffCmd(), newKeygenCmd(), newRequirementsCmd(), newRefhostCmd(), newReportCmd())
+	root.AddCommand(newRunCmd(), newVerifyCmd(), newDiffCmd(), newKeygenCmd(), newRequirementsCmd(), newRefhostCmd(), newReportCmd(), newFixturesCmd())
 	return root
 }
 

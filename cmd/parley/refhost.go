@@ -61,7 +61,7 @@ PARLEY_DATA); a flag on the command line wins.`,
 			if err != nil {
 				return usage("%v", err)
 			}
-			line := target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr, AGTPPlaintext: h.AGTPPlaintextAddr, AGTPBodyForm: bodyForm}
+			line := target.ReadyLine{Parley: "ready", HTTP: h.URL, AGTP: h.AGTPAddr, AGTPPlaintext: h.AGTPPlaintextAddr, AGTPBodyForm: bodyForm, Fixture: cfg.Fixture()}
 			// The reference host is built into this binary: its digest
 			// names the build that serves.
 			if s := target.NewRefhost().Subject(); s.Declared() {

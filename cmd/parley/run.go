@@ -16,6 +16,7 @@ import (
 
 	"github.com/parley-conformance/parley/certify"
 	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/schemas"
@@ -42,6 +43,10 @@ type runFlags struct {
 	strict       bool
 	subject      string
 	quiet        bool
+	isolate      bool
+	fixturesDir  string
+	hostsFile    string
+	caFile       string
 }
 
 func newRunCmd() *cobra.Command {
@@ -56,7 +61,10 @@ Targets:
   refhost  the bundled reference host, in-process (default)
   exec     your command, run as '<command> <config.json>' once per host
            configuration; it prints {"parley":"ready","http":"http://…"} when it serves
-  url      a host already running at --url with the configuration in --host-config
+  url      hosts already running, one per fixture: --fixtures DIR (what
+           'parley fixtures --out DIR' wrote, the hosts deployed from it) and
+           --hosts HOSTS.json (fixture name -> the host's ready line); or one
+           host at --url with the configuration in --host-config
   container  a local Docker image (--image), started once per configuration with
            testcontainers-go; see docs/host-interface.md for the image contract
 
@@ -91,6 +99,10 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 	_ = fl.MarkDeprecated("strict", "blocked requirements now fail the run by default; --allow-blocked accepts them")
 	fl.StringVar(&f.subject, "subject", "", "the host build certified, as NAME=sha256:HEX (default: what the exec ready line or the container engine says; otherwise undeclared)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no per-scenario progress lines")
+	fl.BoolVar(&f.isolate, "isolate", false, "give every scenario a host of its own (slow; the oracle that verdicts do not depend on scenarios sharing a fixture host)")
+	fl.StringVar(&f.fixturesDir, "fixtures", "", "the fixture set the hosts were deployed from (written by parley fixtures --out DIR)")
+	fl.StringVar(&f.hostsFile, "hosts", "", "HOSTS.json: each fixture name mapped to the ready line of the host running it (target url, with --fixtures)")
+	fl.StringVar(&f.caFile, "ca", "", "PEM certificates to trust besides the fixture set's CA (a deployed host's own TLS certificate)")
 	return c
 }
 
@@ -111,7 +123,65 @@ func envDefaults(fs *pflag.FlagSet) error {
 	return err
 }
 
-func buildTarget(f *runFlags) (target.Target, error) {
+// fixtureSet reads the fixture set a run names (--fixtures, --ca), or nil
+// for a set the run builds itself.
+func fixtureSet(f *runFlags) (*fixtures.Set, error) {
+	if f.fixturesDir == "" {
+		if f.caFile != "" {
+			return nil, usage("--ca is for hosts deployed from a fixture set; give --fixtures DIR too")
+		}
+		return nil, nil
+	}
+	set, _, err := fixtures.Read(f.fixturesDir)
+	if err != nil {
+		return nil, usage("--fixtures: %v", err)
+	}
+	if f.caFile != "" {
+		b, err := os.ReadFile(f.caFile)
+		if err != nil {
+			return nil, usage("--ca: %v", err)
+		}
+		set.Env.TLS.ExtraCAPEM = string(b)
+		if _, err := set.Env.TLS.Pool(); err != nil {
+			return nil, usage("--ca %s: %v", f.caFile, err)
+		}
+	}
+	return set, nil
+}
+
+// deployedTarget is the url target over hosts deployed from a fixture set.
+func deployedTarget(f *runFlags, set *fixtures.Set) (target.Target, error) {
+	if set == nil || f.hostsFile == "" {
+		return nil, usage("--target url with fixtures needs both --fixtures DIR (from parley fixtures) and --hosts HOSTS.json")
+	}
+	if f.url != "" || f.agtp != "" || f.hostConfig != "" {
+		return nil, usage("--hosts names every host; --url, --agtp and --host-config are for a single host")
+	}
+	b, err := os.ReadFile(f.hostsFile)
+	if err != nil {
+		return nil, usage("--hosts: %v", err)
+	}
+	known := map[string]string{}
+	cfgs := map[string]target.Config{}
+	for _, fx := range fixtures.All() {
+		known[fx.Name] = fx.Family
+		c, err := set.Config(fx.Name)
+		if err != nil {
+			return nil, usage("--fixtures: %v", err)
+		}
+		cfgs[fx.Name] = c
+	}
+	hosts, err := target.ParseHosts(b, known)
+	if err != nil {
+		return nil, usage("--hosts %s: %v", f.hostsFile, err)
+	}
+	return &target.Deployed{Hosts: hosts, Fixtures: cfgs, AGTPBodyForm: f.agtpBodyForm}, nil
+}
+
+func buildTarget(f *runFlags, set *fixtures.Set) (target.Target, error) {
+	if f.hostsFile != "" && f.target != "url" {
+		return nil, usage("--hosts is for --target url (hosts already running)")
+	}
 	if _, err := target.CheckBodyForm(f.agtpBodyForm); err != nil {
 		return nil, usage("--agtp-body-form: %v", err)
 	}
@@ -129,8 +199,11 @@ func buildTarget(f *runFlags) (target.Target, error) {
 		}
 		return target.NewExec(f.execCmd)
 	case "url":
+		if f.hostsFile != "" || set != nil {
+			return deployedTarget(f, set)
+		}
 		if f.url == "" && f.agtp == "" {
-			return nil, usage("--target url needs --url (and/or --agtp) and --host-config")
+			return nil, usage("--target url needs --fixtures DIR and --hosts HOSTS.json (hosts deployed from parley fixtures), or --url (and/or --agtp) and --host-config for one host")
 		}
 		if f.hostConfig == "" {
 			return nil, usage("--target url needs --host-config: the configuration the running host declares")
@@ -200,12 +273,16 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 		}
 		cfg.Subject = &s
 	}
-	tgt, err := buildTarget(f)
+	set, err := fixtureSet(f)
+	if err != nil {
+		return err
+	}
+	tgt, err := buildTarget(f, set)
 	if err != nil {
 		return err
 	}
 	defer tgt.Close()
-	cfg.Target = tgt
+	cfg.Target, cfg.Fixtures, cfg.Isolate = tgt, set, f.isolate
 	if !f.quiet {
 		cfg.Progress = stderr
 		if fh, ok := stderr.(*os.File); ok && isatty.IsTerminal(fh.Fd()) {
@@ -235,6 +312,16 @@ func summarize(w io.Writer, o *certify.Outcome, allowBlocked bool) error {
 	t := st.Predicate.Totals
 	fmt.Fprintf(w, "\nparley: %d requirements: %d executed-pass, %d executed-fail, %d blocked, %d skipped, %d inapplicable (seed %d)\n",
 		t.Requirements, t.ExecutedPass, t.ExecutedFail, t.Blocked, t.Skipped, t.Inapplicable, o.Result.Seed)
+	if h := st.Predicate.Target.HostsStarted; h != nil {
+		fmt.Fprintf(w, "  hosts started: %d", *h)
+		if r := st.Predicate.Target.Restarts; r != nil && *r > 0 {
+			fmt.Fprintf(w, " (and %d restarts on their state)", *r)
+		}
+		if st.Predicate.Target.Isolate {
+			fmt.Fprint(w, "; --isolate: a host per scenario")
+		}
+		fmt.Fprintln(w)
+	}
 	if s := st.Subject[0]; len(s.Digest) == 0 {
 		fmt.Fprintf(w, "  subject: undeclared (%s)\n", st.Predicate.Target.Note)
 	} else {
