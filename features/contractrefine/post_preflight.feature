@@ -4,26 +4,26 @@ Feature: POST /v1/preflight
   The verifier evaluates a PreflightRequest and answers one of three
   outcomes. The endpoint fails closed when it cannot decide or cannot audit.
 
-  @req:contractrefine.preflight.post.disabled-503 @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.disabled-503 @profile:contractrefine-preflight @fixture:contractrefine-disabled
   Scenario: A disabled host refuses preflights
     Given a ContractRefine host whose runtime.contract_refine.mode is "disabled"
     When the agent requests a preflight for a plan that satisfies every contract
     Then the response status is 503
     And the response carries no decision
 
-  @req:contractrefine.preflight.post.no-verifier-503 @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.no-verifier-503 @profile:contractrefine-preflight @fixture:contractrefine-unwired
   Scenario Outline: A host with no contract verifier wired fails closed
-    Given a ContractRefine host in "<mode>" mode with no contract verifier wired
-    When the agent requests a preflight for a plan that satisfies every contract
+    Given a ContractRefine host in "advisory" mode with no contract verifier wired
+    When the agent requests a preflight <request>
     Then the response status is 503
     And the response carries no decision
 
     Examples:
-      | mode     |
-      | advisory |
-      | enforce  |
+      | request                                          |
+      | for a plan that satisfies every contract         |
+      | whose plan step kind differs from the capability |
 
-  @req:contractrefine.preflight.post.outcome-closed-enum @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.outcome-closed-enum @profile:contractrefine-preflight @fixture:contractrefine-enforce
   Scenario Outline: Each top-level outcome is reachable and answered 200
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
     When the agent requests a preflight <request>
@@ -36,7 +36,7 @@ Feature: POST /v1/preflight
       | for a plan whose params lack provenance                | repair_required |
       | whose plan step kind differs from the capability       | deny            |
 
-  @req:contractrefine.preflight.post.decision-shape @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.decision-shape @profile:contractrefine-preflight @fixture:contractrefine-advisory
   Scenario Outline: A decision has the PreflightDecision shape
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
     When the agent requests a preflight <request>
@@ -49,14 +49,14 @@ Feature: POST /v1/preflight
       | for a plan whose params lack provenance          |
       | whose plan step kind differs from the capability |
 
-  @req:contractrefine.preflight.post.no-headers-required @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.no-headers-required @profile:contractrefine-preflight @fixture:contractrefine-advisory
   Scenario: A preflight sent with no headers at all is decided
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
     When the agent sends a passing preflight request with no request headers
     Then the response status is 200
     And the response field "outcome" is "pass"
 
-  @req:contractrefine.preflight.post.session-metadata-missing-deny @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.session-metadata-missing-deny @profile:contractrefine-preflight @fixture:contractrefine-enforce
   Scenario Outline: A request without session metadata is denied
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
     When the agent requests a preflight without <field>
@@ -76,12 +76,17 @@ Feature: POST /v1/preflight
     Then the response field "outcome" is "repair_required"
     And the decision carries at least one repair hint
 
+    @fixture:contractrefine-advisory
     Examples:
       | mode     |
       | advisory |
+
+    @fixture:contractrefine-enforce
+    Examples:
+      | mode     |
       | enforce  |
 
-  @req:contractrefine.preflight.post.repair-attempts-bounded @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.repair-attempts-bounded @profile:contractrefine-preflight @fixture:contractrefine-advisory
   Scenario Outline: The repair budget of one session and plan hash runs out, and others have their own
     Given a ContractRefine host in "advisory" mode allowing at most <max> repair attempts
     When the agent sends a repairable preflight request <max> times
@@ -99,7 +104,7 @@ Feature: POST /v1/preflight
       | 3   | session   |
       | 3   | plan hash |
 
-  @req:contractrefine.preflight.post.repair-attempts-bounded @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.repair-attempts-bounded @profile:contractrefine-preflight @fixture:contractrefine-advisory @exclusive
   Scenario Outline: A restart does not refill a spent repair budget
     Given a ContractRefine host in "advisory" mode allowing at most <max> repair attempts
     And the host keeps its state where the suite can restart it
@@ -117,7 +122,7 @@ Feature: POST /v1/preflight
       | 1   | is restarted                 |
       | 2   | crashes and is started again |
 
-  @req:contractrefine.preflight.post.malformed-body-400 @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.malformed-body-400 @profile:contractrefine-preflight @fixture:contractrefine-advisory
   Scenario Outline: A missing or malformed body is a bad request
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
     When a client posts <body> to /v1/preflight
@@ -134,14 +139,14 @@ Feature: POST /v1/preflight
       | a truncated preflight request |
       | a preflight request followed by stray bytes |
 
-  @req:contractrefine.preflight.post.wal-emit-failure-500 @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.wal-emit-failure-500 @profile:contractrefine-preflight @fixture:contractrefine-advisory
   Scenario: A decision that cannot be written to the WAL is refused
-    Given a ContractRefine host in "advisory" mode whose WAL emit fails
+    Given a ContractRefine host in "advisory" mode whose WAL emit fails for the agent's decisions
     When the agent requests a preflight for a plan that satisfies every contract
     Then the response status is 500
     And the response carries no decision
 
-  @req:contractrefine.preflight.post.deny-expires-at-empty @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.deny-expires-at-empty @profile:contractrefine-preflight @fixture:contractrefine-enforce
   Scenario Outline: A deny issues no binding
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
     When the agent requests a preflight <request>
@@ -154,7 +159,7 @@ Feature: POST /v1/preflight
       | whose plan step kind differs from the capability |
       | without actor.session_id                         |
 
-  @req:contractrefine.preflight.post.pass-eligibility @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.pass-eligibility @profile:contractrefine-preflight @fixture:contractrefine-enforce
   Scenario: A pass is eligible for execution until it expires
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
     When the agent requests a preflight for a plan that satisfies every contract
@@ -175,12 +180,17 @@ Feature: POST /v1/preflight
     And the response field "execution_eligibility.allowed" is "false"
     And the response field "execution_eligibility.expires_at" is empty
 
+    @fixture:contractrefine-advisory
     Examples:
       | mode     | allowed       | inside | outside |
-      | advisory | lab           | lab    | default |
+      | advisory | default, lab  | lab    | edge    |
+
+    @fixture:contractrefine-enforce
+    Examples:
+      | mode     | allowed       | inside | outside |
       | enforce  | default, edge | edge   | lab     |
 
-  @req:contractrefine.preflight.post.preflight-id-uuidv4 @req:contractrefine.preflight.post.audit-id-uuidv4 @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.preflight-id-uuidv4 @req:contractrefine.preflight.post.audit-id-uuidv4 @profile:contractrefine-preflight @fixture:contractrefine-advisory
   Scenario Outline: Server-assigned ids are fresh UUIDv4s
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
     When the agent requests a preflight <request>
@@ -195,7 +205,7 @@ Feature: POST /v1/preflight
       | for a plan that satisfies every contract         |
       | whose plan step kind differs from the capability |
 
-  @req:contractrefine.preflight.post.reason-shape @profile:contractrefine-preflight
+  @req:contractrefine.preflight.post.reason-shape @profile:contractrefine-preflight @fixture:contractrefine-enforce
   Scenario Outline: Every reason reads "contract: <subreason>"
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
     When the agent requests a preflight <request>
@@ -211,14 +221,19 @@ Feature: POST /v1/preflight
 
   @req:contractrefine.preflight.post.live-lock-fingerprint @profile:contractrefine-preflight
   Scenario Outline: The frame carries the live lock fingerprint, not the verifier's
-    Given a ContractRefine host in "advisory" mode whose live lock fingerprint is "<live>" and whose verifier was built with "<built>"
+    Given a ContractRefine host in "<mode>" mode whose live lock fingerprint is "<live>" and whose verifier was built with "<built>"
     And the WAL seam is enabled
     When the agent requests a preflight <request>
     Then the response status is 200
     And the WAL frame of that preflight has "lock_fingerprint" = "<live>"
 
+    @fixture:contractrefine-advisory
     Examples:
-      | live              | built              | request                                          |
-      | blake3:1fe0live   | blake3:0ldverifier | for a plan that satisfies every contract         |
-      | blake3:5ec0ndlive | blake3:5ec0ndbuilt | whose plan step kind differs from the capability |
-      | blake3:1fe0live   | blake3:0ldverifier | for a plan whose params lack provenance          |
+      | mode     | live              | built              | request                                          |
+      | advisory | blake3:1fe0live   | blake3:0ldverifier | for a plan that satisfies every contract         |
+      | advisory | blake3:1fe0live   | blake3:0ldverifier | for a plan whose params lack provenance          |
+
+    @fixture:contractrefine-enforce
+    Examples:
+      | mode     | live              | built              | request                                          |
+      | enforce  | blake3:5ec0ndlive | blake3:5ec0ndbuilt | whose plan step kind differs from the capability |

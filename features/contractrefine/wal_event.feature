@@ -1,5 +1,6 @@
 # contractrefine-preflight.txt, "WAL event" (the autonomy.preflight frame and
 # its attribute table) and "Audit query" (the audit_id join).
+@fixture:contractrefine-advisory
 Feature: The autonomy.preflight WAL frame
   Every decision is written to the WAL once, with the attributes an auditor
   needs and the full decision for verbatim reproduction.
@@ -70,7 +71,7 @@ Feature: The autonomy.preflight WAL frame
       | for a plan that satisfies every contract         |
       | for a plan whose params lack provenance          |
 
-  @req:contractrefine.preflight.wal.decision-survives-crash @profile:contractrefine-preflight
+  @req:contractrefine.preflight.wal.decision-survives-crash @profile:contractrefine-preflight @exclusive
   Scenario Outline: Decisions answered just before a crash are in the WAL after it
     Given the host keeps its state where the suite can restart it
     When the agent requests a preflight <first>
@@ -85,7 +86,7 @@ Feature: The autonomy.preflight WAL frame
       | whose plan step kind differs from the capability | for a plan whose params lack provenance          |
       | for a plan whose params lack provenance          | whose plan step kind differs from the capability |
 
-  @req:contractrefine.preflight.wal.decision-survives-restart @profile:contractrefine-preflight
+  @req:contractrefine.preflight.wal.decision-survives-restart @profile:contractrefine-preflight @exclusive
   Scenario Outline: The WAL survives a clean restart
     Given the host keeps its state where the suite can restart it
     When the agent requests a preflight <first>

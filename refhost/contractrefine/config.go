@@ -60,6 +60,32 @@ type Config struct {
 	Tools ToolsConfig `json:"tools"`
 	// Faults is a seam-only knob for fault injection; operators leave it unset.
 	Faults FaultConfig `json:"faults"`
+	// Agents tunes the host per actor.agent_id: what a request naming one
+	// of these agents gets instead of the host-wide value. An operator
+	// gives a batch agent a shorter binding or a smaller repair budget.
+	Agents map[string]AgentConfig `json:"agents,omitempty"`
+}
+
+// AgentConfig overrides host-wide settings for the requests of one agent
+// (actor.agent_id). Unset members take the host-wide value.
+type AgentConfig struct {
+	// MaxRepairAttempts bounds the repair_required outcomes of a (session,
+	// plan hash) pair whose requests name the agent.
+	MaxRepairAttempts *int `json:"max_repair_attempts,omitempty"`
+	// EligibilityTTL is how long the agent's passes bind (a Go duration).
+	EligibilityTTL string `json:"eligibility_ttl,omitempty"`
+	// Faults injects faults into the agent's decisions only: wal_emit
+	// fails the append of its autonomy.preflight frames, wal_read fails
+	// every read of them. Seam-only, like the host-wide faults.
+	Faults FaultConfig `json:"faults"`
+}
+
+// agentSettings is AgentConfig after defaults and validation.
+type agentSettings struct {
+	maxRepairAttempts int
+	ttl               time.Duration
+	walFail           bool
+	walReadFail       bool
 }
 
 // VerifierConfig configures the built-in ContractVerifier.
@@ -130,6 +156,26 @@ type settings struct {
 	deliverURL        string
 	walFail           bool
 	walReadFail       bool
+	agents            map[string]agentSettings
+}
+
+// forAgent is what applies to a request naming agent (actor.agent_id).
+func (s settings) forAgent(agent string) agentSettings {
+	if a, ok := s.agents[agent]; ok && agent != "" {
+		return a
+	}
+	return agentSettings{maxRepairAttempts: s.maxRepairAttempts, ttl: s.ttl, walFail: s.walFail, walReadFail: s.walReadFail}
+}
+
+// readFailAgents are the agents whose stored decisions cannot be read.
+func (s settings) readFailAgents() map[string]bool {
+	out := map[string]bool{}
+	for id, a := range s.agents {
+		if a.walReadFail && !s.walReadFail {
+			out[id] = true
+		}
+	}
+	return out
 }
 
 func resolve(cfg Config, log *slog.Logger) (settings, error) {
@@ -204,21 +250,60 @@ func resolve(cfg Config, log *slog.Logger) (settings, error) {
 	s.allowedTools = toSet(tools)
 	s.requiresPreflight = toSet(cfg.Policy.RequiresPreflight)
 
-	switch cfg.Faults.WALEmit {
-	case "":
-	case "fail":
-		s.walFail = true
-	default:
-		return s, fmt.Errorf("contractrefine: faults.wal_emit %q: want \"fail\" or unset", cfg.Faults.WALEmit)
+	var err error
+	if s.walFail, s.walReadFail, err = resolveFaults("faults", cfg.Faults); err != nil {
+		return s, err
 	}
-	switch cfg.Faults.WALRead {
-	case "":
-	case "fail":
-		s.walReadFail = true
-	default:
-		return s, fmt.Errorf("contractrefine: faults.wal_read %q: want \"fail\" or unset", cfg.Faults.WALRead)
+	for id, a := range cfg.Agents {
+		if id == "" {
+			return s, fmt.Errorf("contractrefine: agents: an agent id is empty")
+		}
+		as := s.forAgent("")
+		if a.MaxRepairAttempts != nil {
+			if *a.MaxRepairAttempts < 0 {
+				return s, fmt.Errorf("contractrefine: agents.%s.max_repair_attempts %d is negative", id, *a.MaxRepairAttempts)
+			}
+			as.maxRepairAttempts = *a.MaxRepairAttempts
+		}
+		if a.EligibilityTTL != "" {
+			d, err := time.ParseDuration(a.EligibilityTTL)
+			if err != nil {
+				return s, fmt.Errorf("contractrefine: agents.%s.eligibility_ttl: %w", id, err)
+			}
+			if d <= 0 {
+				return s, fmt.Errorf("contractrefine: agents.%s.eligibility_ttl %s must be positive", id, d)
+			}
+			as.ttl = d
+		}
+		emit, read, err := resolveFaults("agents."+id+".faults", a.Faults)
+		if err != nil {
+			return s, err
+		}
+		as.walFail, as.walReadFail = as.walFail || emit, as.walReadFail || read
+		if s.agents == nil {
+			s.agents = map[string]agentSettings{}
+		}
+		s.agents[id] = as
 	}
 	return s, nil
+}
+
+func resolveFaults(where string, f FaultConfig) (emit, read bool, err error) {
+	switch f.WALEmit {
+	case "":
+	case "fail":
+		emit = true
+	default:
+		return false, false, fmt.Errorf("contractrefine: %s.wal_emit %q: want \"fail\" or unset", where, f.WALEmit)
+	}
+	switch f.WALRead {
+	case "":
+	case "fail":
+		read = true
+	default:
+		return false, false, fmt.Errorf("contractrefine: %s.wal_read %q: want \"fail\" or unset", where, f.WALRead)
+	}
+	return emit, read, nil
 }
 
 func orDefault(v, def string) string {

@@ -71,7 +71,7 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 	if s.emitterWired {
 		// Budgets live in memory but the WAL is their source of truth: every
 		// repair_required frame is one consumed attempt.
-		h.wal, err = openWAL(env.DataDir, h.log, s.walFail, s.walReadFail, func(fr *rawFrame) {
+		h.wal, err = openWAL(env.DataDir, h.log, s.walFail, s.walReadFail, s.readFailAgents(), func(fr *rawFrame) {
 			if fr.Kind == KindPreflight && fr.stringAttr("outcome") == OutcomeRepairRequired {
 				h.budgets.get(budgetKey{fr.stringAttr("session_id"), fr.stringAttr("plan_hash")}).used++
 			}

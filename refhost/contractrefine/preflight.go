@@ -54,6 +54,7 @@ func (h *Host) decide(req *PreflightRequest) ([]byte, error) {
 		return nil, err
 	}
 	now := h.now()
+	agent := h.s.forAgent(req.Actor.AgentID)
 	d := PreflightDecision{
 		PreflightID:     preflightID,
 		AuditID:         auditID,
@@ -70,7 +71,7 @@ func (h *Host) decide(req *PreflightRequest) ([]byte, error) {
 		b := h.budgets.get(budgetKey{req.Actor.SessionID, req.Intent.PlanHash})
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if b.used >= h.s.maxRepairAttempts {
+		if b.used >= agent.maxRepairAttempts {
 			d.deny(reasonRepairBudgetExhausted)
 		} else {
 			d.Outcome, d.Reason = OutcomeRepairRequired, v.repairable
@@ -83,7 +84,7 @@ func (h *Host) decide(req *PreflightRequest) ([]byte, error) {
 		d.ExecutionEligibility = ExecutionEligibility{
 			Allowed:        true,
 			BoundToolKinds: []string{req.Capability},
-			ExpiresAt:      now.Add(h.s.ttl).UTC().Format(time.RFC3339),
+			ExpiresAt:      now.Add(agent.ttl).UTC().Format(time.RFC3339),
 		}
 	}
 
@@ -117,6 +118,9 @@ func (h *Host) decide(req *PreflightRequest) ([]byte, error) {
 	setIf(attrs, "actor_node_id", req.Actor.NodeID)
 	setIf(attrs, "actor_agent_id", req.Actor.AgentID)
 
+	if agent.walFail && !h.s.walFail {
+		return nil, errWALInjected // the agent's fault (agents.<id>.faults.wal_emit)
+	}
 	if err := h.wal.append(KindPreflight, now, attrs, d.PreflightID); err != nil {
 		return nil, err // nothing consumed: the attempt never became a decision
 	}

@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -45,9 +47,13 @@ func execDeliver(h *Host, auditID string, params map[string]json.RawMessage, _ t
 	if err != nil {
 		return nil, err
 	}
+	dest, err := mailboxURL(h.s.deliverURL, params["mailbox"])
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), deliverTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.s.deliverURL, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, dest, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +69,24 @@ func execDeliver(h *Host, auditID string, params map[string]json.RawMessage, _ t
 		return nil, fmt.Errorf("the destination answered %d", resp.StatusCode)
 	}
 	return map[string]bool{"delivered": true}, nil
+}
+
+// mailboxPattern is what a mailbox may be named: one path segment, so that
+// a call can never address anything outside the configured destination.
+var mailboxPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// mailboxURL is where a delivery goes: deliver_url itself, or, when the
+// call's params name a mailbox, that mailbox under it (deliver_url with
+// the mailbox appended as one more path segment).
+func mailboxURL(base string, raw json.RawMessage) (string, error) {
+	if raw == nil {
+		return base, nil
+	}
+	var box string
+	if err := json.Unmarshal(raw, &box); err != nil || !mailboxPattern.MatchString(box) {
+		return "", fmt.Errorf("params.mailbox must be one path segment of letters, digits, '.', '_' or '-'")
+	}
+	return strings.TrimSuffix(base, "/") + "/" + box, nil
 }
 
 func (h *Host) postTool(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +133,7 @@ func (h *Host) postTool(w http.ResponseWriter, r *http.Request) {
 			"reason": reason, "stage": stage, "mode": string(h.s.mode),
 		}
 		setIf(attrs, "preflight_id", preflightID)
+		setIf(attrs, "actor_agent_id", req.Actor.AgentID)
 		return h.emitDecision(now, attrs)
 	}
 

@@ -68,14 +68,17 @@ type wal struct {
 	index  map[string]frameLoc // preflight_id -> frame, so GET never re-scans
 	fail   bool                // injected emit fault
 	failRd bool                // injected read fault
-	broken error               // set once the file's tail can no longer be trusted
-	closed bool
+	// failRdAgents injects the read fault into the frames of these
+	// actor.agent_ids only (a fault scoped to agents, agents.<id>.faults).
+	failRdAgents map[string]bool
+	broken       error // set once the file's tail can no longer be trusted
+	closed       bool
 }
 
 // openWAL opens (creating if needed) the WAL in dir, truncates a torn final
 // line left by a crash mid-append, and replays every committed frame to
 // replay so the caller can rebuild its own state.
-func openWAL(dir string, log *slog.Logger, fail, failRead bool, replay func(*rawFrame)) (*wal, error) {
+func openWAL(dir string, log *slog.Logger, fail, failRead bool, failReadAgents map[string]bool, replay func(*rawFrame)) (*wal, error) {
 	path := filepath.Join(dir, walFileName)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
@@ -86,7 +89,7 @@ func openWAL(dir string, log *slog.Logger, fail, failRead bool, replay func(*raw
 		f.Close()
 		return nil, fmt.Errorf("wal: %s is in use by another host: %w", path, err)
 	}
-	w := &wal{path: path, f: f, unlock: unlock, index: map[string]frameLoc{}, fail: fail, failRd: failRead}
+	w := &wal{path: path, f: f, unlock: unlock, index: map[string]frameLoc{}, fail: fail, failRd: failRead, failRdAgents: failReadAgents}
 	if err := w.recover(log, replay); err != nil {
 		w.closeFile()
 		return nil, err
@@ -218,6 +221,9 @@ func (w *wal) lookup(id string) (*rawFrame, bool, error) {
 	}
 	if fr.Kind != KindPreflight || fr.stringAttr("preflight_id") != id {
 		return nil, false, fmt.Errorf("wal: frame at offset %d is not preflight %s", loc.off, id)
+	}
+	if w.failRdAgents[fr.stringAttr("actor_agent_id")] {
+		return nil, false, errWALReadInj
 	}
 	return &fr, true, nil
 }

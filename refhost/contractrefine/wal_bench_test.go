@@ -14,7 +14,7 @@ import (
 // does not grow with the WAL, so the ratio must stay far above 1.
 func BenchmarkGetLookup(b *testing.B) {
 	const frames = 5000
-	w, err := openWAL(b.TempDir(), slog.New(slog.DiscardHandler), false, false, func(*rawFrame) {})
+	w, err := openWAL(b.TempDir(), slog.New(slog.DiscardHandler), false, false, nil, func(*rawFrame) {})
 	if err != nil {
 		b.Fatal(err)
 	}

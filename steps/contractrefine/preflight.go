@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
 )
@@ -34,8 +35,39 @@ type state struct {
 	posts     []*steps.Response // every POST /v1/preflight exchange, in order
 	undecided *steps.Response   // the first of them that brought no decision
 	restarts  int               // how many times the host was restarted
-	alone     bool              // the host serves this scenario alone
-	ttl       time.Duration     // the binding lifetime the configuration asked for (0: unset)
+	ttl       time.Duration     // the binding lifetime of the scenario's agent (0: unset)
+	agent     string            // the leased actor.agent_id the scenario's requests and calls name
+	box       *mailbox          // the scenario's tool.deliver mailbox, once leased
+	fixture   string            // the fixture the mailbox belongs to
+}
+
+// agentID is the agent the scenario acts as: a tuned one a Given step
+// leased, or else a plain one of its fixture, leased on first use.
+func agentID(ctx context.Context) (string, error) {
+	s := st(ctx)
+	if s.agent == "" {
+		_, id, err := steps.From(ctx).Lease(fixtures.CRAgents)
+		if err != nil {
+			return "", err
+		}
+		s.agent = id
+	}
+	return s.agent, nil
+}
+
+// request builds a reference request as the scenario's agent.
+func request(ctx context.Context, which string) (map[string]any, error) {
+	mk, ok := requestVariants[which]
+	if !ok {
+		return nil, steps.Fault("no reference preflight request is described as %q", which)
+	}
+	agent, err := agentID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := mk(st(ctx).text)
+	r["actor"].(map[string]any)["agent_id"] = agent
+	return r, nil
 }
 
 // decisionPrecondition is the registry's precondition for steps that use
@@ -256,11 +288,11 @@ const (
 
 func registerPreflight(c *steps.Catalog) {
 	c.When(`^the agent requests a preflight (.+)$`, func(ctx context.Context, which string) error {
-		mk, ok := requestVariants[which]
-		if !ok {
-			return steps.Fault("no reference preflight request is described as %q", which)
+		r, err := request(ctx, which)
+		if err != nil {
+			return err
 		}
-		return post(ctx, mk(st(ctx).text), jsonHeader())
+		return post(ctx, r, jsonHeader())
 	})
 	c.When(`^the agent requests a passing preflight with zone "([^"]*)", environment "([^"]*)", node "([^"]*)" and agent "([^"]*)"$`, func(ctx context.Context, zone, env, node, agent string) error {
 		r := passingRequest(st(ctx).text)
@@ -271,7 +303,11 @@ func registerPreflight(c *steps.Catalog) {
 		return post(ctx, r, jsonHeader())
 	})
 	c.When(`^the agent sends a passing preflight request with no request headers$`, func(ctx context.Context) error {
-		return post(ctx, passingRequest(st(ctx).text), nil)
+		r, err := request(ctx, "for a plan that satisfies every contract")
+		if err != nil {
+			return err
+		}
+		return post(ctx, r, nil)
 	})
 	c.When(`^the agent sends that preflight request again$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
@@ -311,7 +347,11 @@ func registerPreflight(c *steps.Catalog) {
 		if n < 1 {
 			return steps.Fault("a request is sent at least once")
 		}
-		if err := post(ctx, requestVariants["for a plan whose params lack provenance"](s.text), jsonHeader()); err != nil {
+		r, err := request(ctx, "for a plan whose params lack provenance")
+		if err != nil {
+			return err
+		}
+		if err := post(ctx, r, jsonHeader()); err != nil {
 			return err
 		}
 		for range n - 1 {
@@ -322,11 +362,10 @@ func registerPreflight(c *steps.Catalog) {
 		return nil
 	})
 	c.When(`^the agent requests, for zone "([^"]*)", a preflight (.+)$`, func(ctx context.Context, zone, which string) error {
-		mk, ok := requestVariants[which]
-		if !ok {
-			return steps.Fault("no reference preflight request is described as %q", which)
+		r, err := request(ctx, which)
+		if err != nil {
+			return err
 		}
-		r := mk(st(ctx).text)
 		r["context"].(map[string]any)["zone"] = zone
 		return post(ctx, r, jsonHeader())
 	})

@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/parley-conformance/parley/peers/sink"
 	"github.com/parley-conformance/parley/steps"
 )
 
@@ -41,21 +40,29 @@ func callTool(ctx context.Context, kind, preflightID string) error {
 	if preflightID != "" {
 		h.Set(preflightHeader, preflightID)
 	}
+	agent, err := agentID(ctx)
+	if err != nil {
+		return err
+	}
 	s.calls++
 	call := toolCall{kind: kind, marker: fmt.Sprintf("%s-call-%d", s.text, s.calls), decisionsBefore: -1}
 	if host, err := w.Host(ctx); err != nil {
 		return err
 	} else if host.Config.Seams() {
-		fs, err := frames(ctx, "autonomy.decision", map[string]string{"tool_kind": kind})
+		fs, err := frames(ctx, "autonomy.decision", mine(kind, agent))
 		if err != nil {
 			return err
 		}
 		call.decisionsBefore = len(fs)
 	}
+	params := map[string]any{"text": call.marker}
+	if s.box != nil {
+		params["mailbox"] = s.box.id
+	}
 	body := map[string]any{
 		"kind":   kind,
-		"params": map[string]any{"text": call.marker},
-		"actor":  map[string]any{"agent_id": "parley-agent"},
+		"params": params,
+		"actor":  map[string]any{"agent_id": agent},
 	}
 	r, err := w.DoJSON(ctx, http.MethodPost, "/v1/tool", body, h)
 	if err != nil {
@@ -73,12 +80,31 @@ func (s *state) lastCall() (toolCall, error) {
 	return s.tool, nil
 }
 
-// deliveries reads what the suite's destination received for the call.
-func deliveries(w *steps.World, call toolCall) ([]sink.Delivery, error) {
+// mine filters the autonomy.decision frames of the scenario's own calls of
+// kind: those naming its agent.
+func mine(kind, agent string) map[string]string {
+	return map[string]string{"tool_kind": kind, "actor_agent_id": agent}
+}
+
+// deliveries reads what the scenario's mailbox received for the call.
+func deliveries(w *steps.World, s *state, call toolCall) ([]delivery, error) {
 	if call.kind != "tool.deliver" {
 		return nil, steps.Fault("whether %s ran is not visible outside the host; the scenario calls tool.deliver to witness it", call.kind)
 	}
-	got := sink.Shared().Carrying(call.marker)
+	if s.box == nil {
+		return nil, steps.Fault("the scenario checks a delivery without a destination (a Given step leases one)")
+	}
+	fakes, err := w.Fakes()
+	if err != nil {
+		return nil, err
+	}
+	if err := strays(fakes, s.fixture); err != nil {
+		return nil, err
+	}
+	got, err := s.box.carrying(call.marker)
+	if err != nil {
+		return nil, err
+	}
 	w.Observe(nil)
 	return got, nil
 }
@@ -106,13 +132,13 @@ func registerTool(c *steps.Catalog) {
 			return err
 		}
 		time.Sleep(deliverSettle)
-		got, err := deliveries(w, call)
+		got, err := deliveries(w, s, call)
 		if err != nil {
 			return err
 		}
 		var first []byte
 		if len(got) > 0 {
-			first = got[0].Body
+			first = got[0].body
 		}
 		return w.Assert(len(got) == 0, "the host answered %d, yet the tool ran: the destination received %d delivery(ies) of the call's params, the first %s", call.resp.Status, len(got), first)
 	}).Waits(deliverSettle)
@@ -126,7 +152,7 @@ func registerTool(c *steps.Catalog) {
 			// tool.echo's effect is its answer: the params it was given.
 			return w.Assert(bytes.Contains(call.resp.Body, []byte(call.marker)), "tool.echo did not echo %q: %s", call.marker, call.resp)
 		}
-		got, err := deliveries(w, call)
+		got, err := deliveries(w, s, call)
 		if err != nil {
 			return err
 		}
@@ -134,8 +160,8 @@ func registerTool(c *steps.Catalog) {
 			return err
 		}
 		var params map[string]any
-		_ = json.Unmarshal(got[0].Body, &params)
-		return w.Assert(params["text"] == call.marker, "the delivery does not carry the call's params: %s", got[0].Body)
+		_ = json.Unmarshal(got[0].body, &params)
+		return w.Assert(params["text"] == call.marker, "the delivery does not carry the call's params: %s", got[0].body)
 	})
 	c.Then(`^no WAL frame refers to that preflight id$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
@@ -149,11 +175,11 @@ func registerTool(c *steps.Catalog) {
 		// The control: the WAL read shows the host's own record of this call
 		// (an autonomy.decision frame of its kind written since the call
 		// began), so an empty or stale read cannot pass for "no frame".
-		mine, err := frames(ctx, "autonomy.decision", map[string]string{"tool_kind": call.kind})
+		own, err := frames(ctx, "autonomy.decision", mine(call.kind, s.agent))
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(len(mine) > call.decisionsBefore, "the WAL shows no autonomy.decision frame for the %s call (%d before it, %d after), so it cannot show that no frame refers to the header's id", call.kind, call.decisionsBefore, len(mine)); err != nil {
+		if err := w.Assert(len(own) > call.decisionsBefore, "the WAL shows no autonomy.decision frame for the %s call (%d before it, %d after), so it cannot show that no frame refers to the header's id", call.kind, call.decisionsBefore, len(own)); err != nil {
 			return err
 		}
 		all, err := frames(ctx, "", nil)
@@ -178,13 +204,13 @@ func registerTool(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if !s.alone || call.decisionsBefore < 0 {
-			return steps.Fault("the scenario attributes new WAL frames to a call without a host of its own and the WAL seam")
+		if call.decisionsBefore < 0 {
+			return steps.Fault("the scenario attributes new WAL frames to a call without the WAL seam")
 		}
-		// The host serves this scenario alone and its calls are made one
-		// after another, so the autonomy.decision frames of the call's kind
-		// that the WAL gained since the call began are the call's own.
-		fs, err := frames(ctx, "autonomy.decision", map[string]string{"tool_kind": call.kind})
+		// The scenario's agent is its own and its calls are made one after
+		// another, so the autonomy.decision frames of the call's kind and
+		// agent that the WAL gained since the call began are the call's own.
+		fs, err := frames(ctx, "autonomy.decision", mine(call.kind, s.agent))
 		if err != nil {
 			return err
 		}
