@@ -3,6 +3,7 @@
 # certificate (which authorizes nothing), and the compatibility rules of
 # module interfaces at contract registration (with §4.2's fingerprints);
 # through agl-binding/1 (docs/agl-binding.md §11 and §3).
+@fixture:agl-core
 Feature: Checked workflows and module interfaces
   check_workflow turns a workflow into a checked workflow or diagnostics; a
   compiler certificate is not an authorization to execute. A module's

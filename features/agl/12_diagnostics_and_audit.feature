@@ -1,6 +1,7 @@
 # agl-behavioral-contracts.txt §12 Diagnostics and audit: runtime denials by
 # class, none retryable or dressed as a network error; audit records and
 # what they must never contain.
+@fixture:agl-core
 Feature: Runtime denials and the audit trail
   A refusal says which class of denial it is, with a stable reason, and is
   never presented as a transient network error. The audit trail records an

@@ -2,6 +2,7 @@
 # with stable codes and source spans, as the workflow checker of
 # agl-binding/1 reports them (docs/agl-binding.md §11). Rows name fixtures of
 # scenarios/agl-checker.
+@fixture:agl-core
 Feature: The checker's diagnostics
   A workflow that does not check gets diagnostics a developer can act on: a
   stable code, a message, the span of the fault, the spans that explain it,

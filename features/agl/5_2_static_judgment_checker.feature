@@ -4,6 +4,7 @@
 # (retries), through the workflow checker of agl-binding/1
 # (docs/agl-binding.md §11). Each row names a fixture of scenarios/agl-checker;
 # its .agl file shows the workflow, the spans point at its lines.
+@fixture:agl-core
 Feature: The protocol and ownership checker's judgment
   The checker judges a workflow before anything runs. Ordinary values may be
   shared, but owned resource handles and one-shot permits are tracked through

@@ -1,6 +1,7 @@
 # agl-behavioral-contracts.txt §5.3 Dynamic choices, as the workflow checker
 # of agl-binding/1 judges them (docs/agl-binding.md §11). Rows name fixtures
 # of scenarios/agl-checker.
+@fixture:agl-core
 Feature: An agent's whole tool set counts against the effect ceiling
   Static inference includes every tool an agent may select: giving an agent
   a write tool adds its effects even if the prompt says not to use it, and

@@ -1,6 +1,7 @@
 # agl-behavioral-contracts.txt §5 Resources and protocol typing: 5.1 state
 # belongs to a resource (the email protocol, handles, revisions, Unknown) and
 # 5.3 dynamic choices (the effect ceiling holds whatever tool is chosen).
+@fixture:agl-core
 Feature: Resource protocols and handles
   An email draft moves through a finite protocol. Handles are issued and
   resolved only by the host. An edit makes a new revision that needs its own

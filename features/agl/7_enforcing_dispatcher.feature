@@ -12,7 +12,7 @@ Feature: The enforcing dispatcher
     And the AGL test seams are enabled
     And a principal whose agent may use the email and transfer operations under a grant from the authorization service
 
-  @req:agl.dispatch.step-order @profile:agl-core
+  @req:agl.dispatch.step-order @profile:agl-core @fixture:agl-core
   Scenario Outline: When several checks fail, the earliest step refuses
     Given the principal has an approved send of a draft to "bob@example.com"
     And <faults>
@@ -29,7 +29,7 @@ Feature: The enforcing dispatcher
       | the permit was revoked                                                                  | 5    | permit_revoked          |
       | the host will fail to persist the next claim                                            | 7    | persistence_failure     |
 
-  @req:agl.dispatch.step-order @profile:agl-core
+  @req:agl.dispatch.step-order @profile:agl-core @fixture:agl-core
   Scenario: The claim is persisted before the handler runs, the outcome before the answer
     Given the principal has an approved send of a draft to "bob@example.com"
     And the host will pause for 2500 ms at the external call
@@ -42,7 +42,7 @@ Feature: The enforcing dispatcher
     And the audit trail of the operation records the claim before the outcome
     And the destination received exactly one message, carrying the operation id
 
-  @req:agl.dispatch.intent-failure-prevents-dispatch @profile:agl-operation-store
+  @req:agl.dispatch.intent-failure-prevents-dispatch @profile:agl-operation-store @fixture:agl-core
   Scenario: A claim that cannot be persisted dispatches nothing and consumes nothing
     Given the principal has an approved send of a draft to "bob@example.com"
     And the host will fail to persist the next claim
@@ -57,7 +57,7 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the destination received exactly one message
 
-  @req:agl.dispatch.result-persist-failure-is-unknown @profile:agl-operation-store
+  @req:agl.dispatch.result-persist-failure-is-unknown @profile:agl-operation-store @fixture:agl-core
   Scenario: An outcome that cannot be persisted after the effect is Unknown
     Given the principal has an approved send of a draft to "bob@example.com"
     And the host will fail to persist the next outcome
@@ -67,7 +67,7 @@ Feature: The enforcing dispatcher
     And the draft is "Unknown"
     And the destination received exactly one message
 
-  @req:agl.dispatch.no-legacy-entry-point @profile:agl-core
+  @req:agl.dispatch.no-legacy-entry-point @profile:agl-core @fixture:agl-core
   Scenario Outline: The legacy entry point serves unprotected tools but refuses a protected handler
     When the caller asks the legacy entry point to run "legacy.echo"
     Then the legacy entry point answered with the arguments it was given
@@ -82,7 +82,7 @@ Feature: The enforcing dispatcher
       | ledger.transfer |
       | webhook.post/v1 |
 
-  @req:agl.dispatch.handler-context @profile:agl-core
+  @req:agl.dispatch.handler-context @profile:agl-core @fixture:agl-core
   Scenario Outline: The handler runs with the operation's identity, the grant and the permit
     Given the principal has an approved <action>
     When the agent dispatches the approved <kind>
@@ -94,7 +94,7 @@ Feature: The enforcing dispatcher
       | send of a draft to "bob@example.com"         | send     | destination |
       | transfer of 1500 to "DE89370400440532013000" | transfer | ledger      |
 
-  @req:agl.dispatch.handler-context @profile:agl-core
+  @req:agl.dispatch.handler-context @profile:agl-core @fixture:agl-core
   Scenario: A handler acting under a delegated grant names that grant
     Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
     And the helper's agent proposes a transfer of 200 to "DE89370400440532013000" under the delegated grant
@@ -104,7 +104,7 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the ledger received exactly one message naming the operation, the helper's grant and the permit
 
-  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core
+  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-narrow @exclusive
   Scenario Outline: Authority revoked while a dispatch waits for capacity stops that dispatch
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
@@ -128,7 +128,7 @@ Feature: The enforcing dispatcher
       | the resolver revokes the permit                         | permit_revoked |
       | the authorization service revokes the principal's grant | grant_revoked  |
 
-  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core
+  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-narrow @exclusive
   Scenario: A dispatch that waited for capacity goes on once its authority is checked again
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
@@ -144,9 +144,9 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the destination received 2 messages
 
-  @req:agl.dispatch.capacity-released @profile:agl-core
+  @req:agl.dispatch.capacity-released @profile:agl-core @fixture:agl-narrow @exclusive
   Scenario Outline: Capacity reserved for a dispatch whose claim fails is released
-    Given the host admits <capacity> dispatches at a time and lets a dispatch wait 300 ms for capacity
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will fail to persist the next <failures> claims
     When the agent dispatches the approved send <failures> times, one after another
@@ -157,12 +157,12 @@ Feature: The enforcing dispatcher
     And the destination received exactly one message
 
     Examples:
-      | capacity | failures |
-      | 1        | 1        |
-      | 2        | 2        |
-      | 2        | 3        |
+      | failures |
+      | 1        |
+      | 2        |
+      | 3        |
 
-  @req:agl.dispatch.budget-not-refunded @profile:agl-core
+  @req:agl.dispatch.budget-not-refunded @profile:agl-core @fixture:agl-core
   Scenario Outline: Budget charged for an attempted operation is not refunded when it failed or is uncertain
     Given the operator gives the execution a budget of 2 tool calls
     And the principal has an approved send of a draft to "bob@example.com"
@@ -184,7 +184,7 @@ Feature: The enforcing dispatcher
       | answer unreadable JSON after taking effect on the next message | Unknown        | 2        |
       | reject the next message before any effect                      | FailedNoEffect | 1        |
 
-  @req:agl.cancel.before-claim @profile:agl-core
+  @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-narrow @exclusive
   Scenario: Cancelling a dispatch that waits for capacity stops it and leaves its permit usable
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
@@ -207,7 +207,7 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the destination received 2 messages
 
-  @req:agl.cancel.before-claim @profile:agl-core
+  @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-core
   Scenario: Cancelling a dispatch inside its claim rolls the claim back and leaves the permit usable
     Given the principal has an approved send of a draft to "bob@example.com"
     And the host will pause for 1500 ms in the claim
@@ -225,7 +225,7 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the destination received exactly one message
 
-  @req:agl.cancel.after-effect-started @profile:agl-core
+  @req:agl.cancel.after-effect-started @profile:agl-core @fixture:agl-core
   Scenario Outline: Cancelling after the external call started leaves the operation Unknown and the permit consumed
     Given the principal has an approved send of a draft to "bob@example.com"
     And the destination will <hang> on the next message

@@ -9,7 +9,7 @@ Feature: Durable operations and uncertain outcomes
   Background:
     Given a principal whose agent may use the email and transfer operations under a grant from the authorization service
 
-  @req:agl.durability.operation-lifecycle @profile:agl-operation-store
+  @req:agl.durability.operation-lifecycle @profile:agl-operation-store @fixture:agl-core
   Scenario: An operation is Pending when proposed, Claimed while it runs, then Completed
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
@@ -25,7 +25,7 @@ Feature: Durable operations and uncertain outcomes
     Then the operation is "Completed"
     And the operation keeps the id the proposal gave it, and the permit names it
 
-  @req:agl.durability.operation-lifecycle @profile:agl-operation-store
+  @req:agl.durability.operation-lifecycle @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: An operation ends FailedNoEffect or Unknown, and Unknown only reconciles
     Given an AGL host with a fake email destination the suite counts
     And the principal has an approved send of a draft to "bob@example.com"
@@ -41,7 +41,7 @@ Feature: Durable operations and uncertain outcomes
       | fail after taking effect on the next message | Unknown        | an effect  | the operation is "ReconciledCompleted"                                         |
       | fail after taking effect on the next message | Unknown        | no effect  | the operation is "ReconciledNoEffect"                                          |
 
-  @req:agl.durability.crash-while-claimed-unknown @profile:agl-operation-store
+  @req:agl.durability.crash-while-claimed-unknown @profile:agl-operation-store @fixture:agl-store @exclusive
   Scenario Outline: A host that crashes while the operation is Claimed leaves it Unknown, never retried
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
@@ -66,7 +66,7 @@ Feature: Durable operations and uncertain outcomes
       | external call, before sending | no message          | ReconciledNoEffect  | FailedNoEffect |
       | completion, after the effect  | exactly one message | ReconciledCompleted | Sent           |
 
-  @req:agl.durability.invalid-receipt-not-no-effect @profile:agl-operation-store
+  @req:agl.durability.invalid-receipt-not-no-effect @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A send whose answer cannot be read is Unknown, not no effect
     Given an AGL host with a fake email destination the suite counts
     And the principal has an approved send of a draft to "bob@example.com"
@@ -82,7 +82,7 @@ Feature: Durable operations and uncertain outcomes
       | answer unreadable JSON after taking effect on the next message |
       | fail after taking effect on the next message                   |
 
-  @req:agl.durability.timeout-is-unknown @profile:agl-operation-store
+  @req:agl.durability.timeout-is-unknown @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A destination that hangs past the handler's deadline leaves the operation Unknown, never no effect
     Given an AGL host with a fake email destination the suite counts
     And the host gives a handler 600 ms to answer
@@ -102,7 +102,7 @@ Feature: Durable operations and uncertain outcomes
       | hang after taking effect   | exactly one message | ReconciledCompleted | Sent           |
       | hang without taking effect | no message          | ReconciledNoEffect  | FailedNoEffect |
 
-  @req:agl.durability.no-blind-retry @profile:agl-operation-store
+  @req:agl.durability.no-blind-retry @profile:agl-operation-store @fixture:agl-core
   Scenario: An uncertain write to a destination that does not deduplicate is not retried
     Given an AGL host with a fake email destination the suite counts
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
@@ -116,7 +116,7 @@ Feature: Durable operations and uncertain outcomes
     Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
     And the destination received exactly one message
 
-  @req:agl.durability.idempotent-retry @profile:agl-operation-store
+  @req:agl.durability.idempotent-retry @profile:agl-operation-store @fixture:agl-core
   Scenario: An uncertain write to a deduplicating destination is retried under the same key, with one effect
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
@@ -128,7 +128,7 @@ Feature: Durable operations and uncertain outcomes
     And the destination received exactly one message, keyed by the operation id
     And the destination was sent the message 2 times, every time with the operation id as idempotency key
 
-  @req:agl.dispatch.handler-context @profile:agl-core
+  @req:agl.dispatch.handler-context @profile:agl-core @fixture:agl-core
   Scenario: Every attempt of a retried operation carries the same identity and context
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
@@ -138,7 +138,7 @@ Feature: Durable operations and uncertain outcomes
     Then the dispatch completed
     And every send the destination was asked for names the operation, the principal's grant and the permit, with attempts counting up from 1
 
-  @req:agl.durability.distinct-operation-ids @profile:agl-operation-store
+  @req:agl.durability.distinct-operation-ids @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: Several tool calls in one execution are distinct operations, identical arguments or not
     Given an AGL host with a fake email destination the suite counts
     When the agent makes <n> approved <calls> in the one execution, one after another
@@ -151,7 +151,7 @@ Feature: Durable operations and uncertain outcomes
       | 3 | transfers of 200 to "DE89370400440532013000" | ledger      |
       | 2 | sends of a draft to "bob@example.com"        | destination |
 
-  @req:agl.retry.authority-rechecked @profile:agl-operation-store
+  @req:agl.retry.authority-rechecked @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A retry checks authority and approval again: revoked between attempts, there is no second attempt
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to 3 attempts, 1500 ms apart
@@ -172,7 +172,7 @@ Feature: Durable operations and uncertain outcomes
       | the authorization service revokes the principal's grant | Unknown   | 1        |
       | the operator reads the principal's grant                | Completed | 2        |
 
-  @req:agl.retry.attempt-budget @profile:agl-operation-store
+  @req:agl.retry.attempt-budget @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: The attempt budget ends the retries
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to <max> attempts
@@ -190,7 +190,7 @@ Feature: Durable operations and uncertain outcomes
       | 3   | 5        | Unknown   | 3        |
       | 3   | 2        | Completed | 3        |
 
-  @req:agl.retry.selector-honoured @profile:agl-operation-store
+  @req:agl.retry.selector-honoured @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: Only the failures the contract's retry selector names are retried
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to 3 attempts, retrying only on <selected>
@@ -208,7 +208,7 @@ Feature: Durable operations and uncertain outcomes
       | unreadable_receipt | answer unreadable JSON after taking effect on the next message | Completed | 2        |
       | destination_error  | fail after taking effect on the next message                   | Completed | 2        |
 
-  @req:agl.retention.consumed-permit-tombstone @profile:agl-operation-store
+  @req:agl.retention.consumed-permit-tombstone @profile:agl-operation-store @fixture:agl-core @exclusive
   Scenario Outline: A consumed permit presented after the retention sweep is still refused as claimed
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
@@ -232,7 +232,7 @@ Feature: Durable operations and uncertain outcomes
       | transfer of 200 to "DE89370400440532013000" | transfer | 2     | ledger      | transfer |
       | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
 
-  @req:agl.retention.pending-intent-kept @profile:agl-operation-store
+  @req:agl.retention.pending-intent-kept @profile:agl-operation-store @fixture:agl-core @exclusive
   Scenario Outline: A pending intent survives the retention sweep while its permit can still dispatch it
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
@@ -254,7 +254,7 @@ Feature: Durable operations and uncertain outcomes
       | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
       | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
 
-  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store
+  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store @fixture:agl-store @exclusive
   Scenario Outline: After a restart, a finished operation is served from the store, never run again
     Given an AGL host with a fake email destination the suite counts
     And the host keeps its state where the suite can restart it
@@ -276,7 +276,7 @@ Feature: Durable operations and uncertain outcomes
       | reject the next message before any effect    | FailedNoEffect | crashes and is started again | permit_consumed      | permit_claimed       |
       | fail after taking effect on the next message | Unknown        | crashes and is started again | uncertain_completion | uncertain_completion |
 
-  @req:agl.recovery.fingerprints-checked @profile:agl-operation-store
+  @req:agl.recovery.fingerprints-checked @profile:agl-operation-store @fixture:agl-store @exclusive
   Scenario Outline: Recovery resumes an interrupted send only under the contract it was approved with
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
@@ -298,7 +298,7 @@ Feature: Durable operations and uncertain outcomes
       | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
       | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
 
-  @req:agl.recovery.no-regeneration @profile:agl-operation-store
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-store @exclusive
   Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
     Given an AGL host with a fake email destination the suite counts
     And the host keeps its state where the suite can restart it
@@ -316,7 +316,7 @@ Feature: Durable operations and uncertain outcomes
       | crashes and is started again |
       | is restarted                 |
 
-  @req:agl.recovery.no-regeneration @profile:agl-operation-store
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-store @exclusive
   Scenario: A send interrupted by a crash becomes Unknown, not a new request
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
@@ -334,7 +334,7 @@ Feature: Durable operations and uncertain outcomes
     Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
     And the destination received no message
 
-  @req:agl.durability.reconcile @profile:agl-operation-store
+  @req:agl.durability.reconcile @profile:agl-operation-store @fixture:agl-core
   Scenario: Receiver lookup settles an Unknown send and records its evidence
     Given an AGL host with a fake email destination the suite counts
     And the principal has an approved send of a draft to "bob@example.com"
@@ -347,7 +347,7 @@ Feature: Durable operations and uncertain outcomes
     And the reconciliation records method "receiver_lookup" and the destination's message id
     And the draft is "Sent"
 
-  @req:agl.durability.reconcile @profile:agl-operation-store
+  @req:agl.durability.reconcile @profile:agl-operation-store @fixture:agl-core
   Scenario: Only the resolver records a human reconciliation, and only of an Unknown operation
     Given an AGL host with a fake email destination the suite counts
     And the principal has an approved send of a draft to "bob@example.com"

@@ -2,6 +2,7 @@
 # unsupported-protected-race diagnostic of §12), as the workflow checker of
 # agl-binding/1 judges them (docs/agl-binding.md §11). Rows name fixtures of
 # scenarios/agl-checker.
+@fixture:agl-core
 Feature: Parallel scopes, parallel maps and races in the checker
   Parallel branches receive disjoint handles and one-shot permits; a permit
   cannot be captured by two branches or duplicated by a parallel map; and a

@@ -10,7 +10,7 @@ Feature: Parallel execution and resources
     Given an AGL host with a fake email destination the suite counts
     And a principal whose agent may use the email and transfer operations under a grant from the authorization service
 
-  @req:agl.parallel.race-write-refused @profile:agl-core
+  @req:agl.parallel.race-write-refused @profile:agl-core @fixture:agl-core
   Scenario: A protected write inside a race is refused before anything is claimed
     Given the principal has an approved send of a draft to "bob@example.com"
     When the agent dispatches the approved send from a branch of a race
@@ -21,14 +21,14 @@ Feature: Parallel execution and resources
     When the agent dispatches the approved send
     Then the dispatch completed
 
-  @req:agl.parallel.race-write-refused @profile:agl-core
+  @req:agl.parallel.race-write-refused @profile:agl-core @fixture:agl-core
   Scenario: A protected financial write inside a race is refused too
     Given the principal has an approved transfer of 1500 to "DE89370400440532013000"
     When the agent dispatches the approved transfer from a branch of a race
     Then the action is refused with status 403, code "unsupported_protected_race" and category "authorization_denied"
     And the ledger received no transfer
 
-  @req:agl.parallel.revision-cas @profile:agl-core
+  @req:agl.parallel.revision-cas @profile:agl-core @fixture:agl-core @exclusive
   Scenario: Of concurrent proposals of one revision exactly one moves the draft
     Given the AGL test seams are enabled
     And the principal drafts an email to "bob@example.com"
@@ -37,7 +37,7 @@ Feature: Parallel execution and resources
     Then exactly one proposal was accepted and every other was refused as a stale revision or invalid state
     And the draft is "Proposed" at revision 1
 
-  @req:agl.parallel.revision-cas @profile:agl-core
+  @req:agl.parallel.revision-cas @profile:agl-core @fixture:agl-core @exclusive
   Scenario: A dispatch and an edit racing for one revision never both take effect
     Given the AGL test seams are enabled
     And the principal has an approved send of a draft to "bob@example.com"
@@ -45,7 +45,7 @@ Feature: Parallel execution and resources
     When the agent dispatches the approved send while the principal edits the draft
     Then exactly one of the dispatch and the edit took effect
 
-  @req:agl.parallel.nested-budgets @profile:agl-core
+  @req:agl.parallel.nested-budgets @profile:agl-core @fixture:agl-core
   Scenario Outline: A child scope cannot be given more than its parent
     Given the operator gives the execution a budget of <parent> tool calls
     When the workflow opens a child scope of the execution's budget with <child> tool calls
@@ -59,7 +59,7 @@ Feature: Parallel execution and resources
       | 2      | 3     |
       | 1      | 5     |
 
-  @req:agl.parallel.nested-budgets @profile:agl-core
+  @req:agl.parallel.nested-budgets @profile:agl-core @fixture:agl-core
   Scenario Outline: Sibling scopes together stay within their parent's budget, and no call escapes it
     Given the operator gives the execution a budget of 2 tool calls
     And the workflow opens two child scopes, "left" and "right", each with 2 tool calls
@@ -78,7 +78,7 @@ Feature: Parallel execution and resources
       | left  | right  | left  |
       | left  | right  | none  |
 
-  @req:agl.parallel.map-single-claim @profile:agl-core
+  @req:agl.parallel.map-single-claim @profile:agl-core @fixture:agl-core
   Scenario Outline: A parallel map whose branches share a permit is refused before anything runs
     Given the principal has 2 approved sends of drafts to "bob@example.com"
     When the workflow maps branches over the approved sends, presenting the permits of sends "<permits>"
@@ -92,14 +92,14 @@ Feature: Parallel execution and resources
       | 2, 2, 2, 2, 2 |
       | 1, 2, 1       |
 
-  @req:agl.parallel.map-single-claim @profile:agl-core
+  @req:agl.parallel.map-single-claim @profile:agl-core @fixture:agl-core
   Scenario: A parallel map whose branches each hold their own permit runs every branch once
     Given the principal has 3 approved sends of drafts to "bob@example.com"
     When the workflow maps branches over the approved sends, presenting the permits of sends "1, 2, 3"
     Then every branch completed under its own send's operation
     And the destination received 3 messages
 
-  @req:agl.parallel.race-no-half-claim @profile:agl-core
+  @req:agl.parallel.race-no-half-claim @profile:agl-core @fixture:agl-core @exclusive
   Scenario Outline: A race of reads leaves one winner and no half-claimed loser
     Given the AGL test seams are enabled
     And the host gives a handler 8000 ms to answer

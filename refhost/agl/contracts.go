@@ -23,6 +23,11 @@ type OperationContract struct {
 	ApprovalRequirement       ApprovalRequirement    `json:"approval_requirement"`
 	IdempotencyContract       IdempotencyContract    `json:"idempotency_contract"`
 	SchedulingContract        SchedulingContract     `json:"scheduling_contract"`
+	// DestinationAccount names the configured account of the
+	// implementation's destination this contract's operations write to
+	// (absent: the destination's own account). It is deployment binding,
+	// effect-relevant, and so bound into every snapshot.
+	DestinationAccount string `json:"destination_account,omitempty"`
 }
 
 // AuthorityRequirement selects, by JSON pointer into the resolved arguments,
@@ -220,6 +225,10 @@ func (h *Host) hRegisterContract(w http.ResponseWriter, r *http.Request) {
 	}
 	if d := c.normalize(); d != nil {
 		writeDenial(w, d)
+		return
+	}
+	if _, ok := h.destination(implementations[c.Implementation], &c); !ok {
+		writeDenial(w, deny(422, "invalid_contract", "schema_error", 0, "destination_account %q is not an account of %s's destination on this host", c.DestinationAccount, c.Implementation))
 		return
 	}
 	fp, err := contractFingerprint(&c)

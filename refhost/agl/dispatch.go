@@ -392,12 +392,12 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 	}
 	// The handler gets the authorized snapshot's arguments, not the request.
 	args := prop.Snapshot["arguments"]
-	dest := ev.impl.dest(h.cfg)
+	dest, _ := h.destination(ev.impl, &ev.contract.OperationContract)
 	attempt := 1
 	var res handlerResult
 	for {
 		hctx, cancel := context.WithTimeout(ctx, timeout)
-		res = h.invoke(hctx, ev.impl, op.ID, op.QualifiedName, args, handlerContext{
+		res = h.invoke(hctx, ev.impl, dest, op.ID, op.QualifiedName, args, handlerContext{
 			ExecutionID: prop.ExecutionID, Principal: prop.Principal, AgentID: prop.AgentID, GrantID: ev.grant.ID,
 			PermitID: nullStr(permitID(permit)), ProposalID: prop.ID, SnapshotDigest: prop.Digest, Attempt: attempt})
 		cancel()

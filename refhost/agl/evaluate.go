@@ -189,7 +189,7 @@ func (h *Host) evaluate(ctx context.Context, req *actionRequest, proposing bool,
 	}
 
 	// The snapshot: every effect-relevant input, materialized, in one value.
-	dest := ev.impl.dest(h.cfg)
+	dest, _ := h.destination(ev.impl, &c.OperationContract)
 	snap := map[string]any{
 		"canon_version":              CanonVersion,
 		"operation":                  c.QualifiedName,

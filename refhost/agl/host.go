@@ -51,6 +51,25 @@ type Destination struct {
 	// Account is the sending account or tenant at the destination; it is
 	// effect-relevant and so bound into every approved snapshot.
 	Account string `json:"account,omitempty"`
+	// Accounts are further accounts of the same kind of destination, each
+	// with its own URL and idempotency promise. A contract names the one its
+	// operations write to (destination_account); a contract that names none
+	// writes to the entry's own url and account.
+	Accounts []Destination `json:"accounts,omitempty"`
+}
+
+// account returns the configured account named name: the entry itself
+// when name is empty or its own account, else one of its Accounts.
+func (d Destination) account(name string) (Destination, bool) {
+	if name == "" || (name == d.Account && d.URL != "") {
+		return Destination{URL: d.URL, HonoursIdempotencyKey: d.HonoursIdempotencyKey, Account: d.Account}, name == "" || d.URL != ""
+	}
+	for _, a := range d.Accounts {
+		if a.Account == name {
+			return Destination{URL: a.URL, HonoursIdempotencyKey: a.HonoursIdempotencyKey, Account: a.Account}, true
+		}
+	}
+	return Destination{}, false
 }
 
 // Keys authenticate the three trusted roles. An empty key is generated once

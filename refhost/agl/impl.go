@@ -82,10 +82,18 @@ func (h *Host) hImplementations(w http.ResponseWriter, r *http.Request) {
 	for _, name := range []string{"email.send/v1", "webhook.post/v1", "email.status/v1"} {
 		im := implementations[name]
 		d := im.dest(h.cfg)
+		accounts := []string{}
+		if d.URL != "" && d.Account != "" {
+			accounts = append(accounts, d.Account)
+		}
+		for _, a := range d.Accounts {
+			accounts = append(accounts, a.Account)
+		}
 		out = append(out, map[string]any{
 			"name": im.Name, "fingerprint": im.fingerprint, "effects": im.Effects,
 			"resource_kind": im.ResourceKind, "protocol": im.Protocol,
-			"destination_configured": d.URL != "", "destination_idempotent": d.HonoursIdempotencyKey,
+			"destination_configured": d.URL != "" || len(d.Accounts) > 0, "destination_idempotent": d.HonoursIdempotencyKey,
+			"destination_accounts": accounts,
 		})
 	}
 	writeJSON(w, 200, map[string]any{"implementations": out, "legacy_tools": legacyToolList()})
@@ -106,11 +114,18 @@ type handlerContext struct {
 	Attempt        int    `json:"attempt"`
 }
 
+// destination is where a contract's operations go: the account of its
+// implementation's destination that the contract names (destination_account),
+// or the destination's own url and account when it names none. ok is false
+// when the contract names an account this host does not configure.
+func (h *Host) destination(im *implementation, c *OperationContract) (Destination, bool) {
+	return im.dest(h.cfg).account(c.DestinationAccount)
+}
+
 // invoke performs the external call with the operation's stable identity.
 // The idempotency key is the operation ID, so retries of one logical
 // operation carry the same key.
-func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname string, args any, hc handlerContext) handlerResult {
-	d := im.dest(h.cfg)
+func (h *Host) invoke(ctx context.Context, im *implementation, d Destination, opID, qname string, args any, hc handlerContext) handlerResult {
 	if d.URL == "" {
 		// Nothing was sent: no destination is configured.
 		return handlerResult{Kind: outcomeNoEffect, Reason: "destination not configured"}
@@ -186,8 +201,7 @@ func (h *Host) invoke(ctx context.Context, im *implementation, opID, qname strin
 
 // lookup asks the destination whether an operation's write took effect: the
 // receiver-lookup reconciliation mechanism.
-func (h *Host) lookup(ctx context.Context, im *implementation, opID string) (found bool, messageID string, err error) {
-	d := im.dest(h.cfg)
+func (h *Host) lookup(ctx context.Context, d Destination, opID string) (found bool, messageID string, err error) {
 	if d.URL == "" {
 		return false, "", errors.New("destination not configured")
 	}

@@ -149,7 +149,11 @@ func (h *Host) hReconcile(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.cfg.HandlerTimeoutMS)*time.Millisecond)
-		found, msgID, err := h.lookup(ctx, implementations[c.Implementation], o.IdempotencyKey)
+		var dest Destination
+		if im := implementations[c.Implementation]; im != nil {
+			dest, _ = h.destination(im, &c.OperationContract)
+		}
+		found, msgID, err := h.lookup(ctx, dest, o.IdempotencyKey)
 		cancel()
 		if err != nil {
 			// This one genuinely is a network problem and may be retried.

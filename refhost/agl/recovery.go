@@ -138,7 +138,11 @@ func (h *Host) resume(o *operationRow) {
 		return
 	}
 	im := implementations[c.Implementation]
-	if im == nil || c.IdempotencyContract.Kind != "destination_key" || !im.dest(h.cfg).HonoursIdempotencyKey || o.Attempt >= c.SchedulingContract.MaxAttempts {
+	if im == nil {
+		return
+	}
+	dest, _ := h.destination(im, &c.OperationContract)
+	if c.IdempotencyContract.Kind != "destination_key" || !dest.HonoursIdempotencyKey || o.Attempt >= c.SchedulingContract.MaxAttempts {
 		return // nothing may be retried: it waits for reconciliation
 	}
 	stop := func(code, detail string) {
@@ -191,7 +195,7 @@ func (h *Host) resume(o *operationRow) {
 		return
 	}
 	hctx, hcancel := context.WithTimeout(ctx, time.Duration(h.cfg.HandlerTimeoutMS)*time.Millisecond)
-	res := h.invoke(hctx, im, o.ID, o.QualifiedName, p.Snapshot["arguments"], handlerContext{
+	res := h.invoke(hctx, im, dest, o.ID, o.QualifiedName, p.Snapshot["arguments"], handlerContext{
 		ExecutionID: o.ExecutionID, Principal: o.Principal, AgentID: o.AgentID, GrantID: p.GrantID,
 		PermitID: nullStr(o.PermitID), ProposalID: p.ID, SnapshotDigest: p.Digest, Attempt: attempt})
 	hcancel()

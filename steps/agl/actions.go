@@ -127,7 +127,7 @@ func (s *state) noteProposal(r *steps.Response, op string, args any) {
 // the host refused it, or accepted it without naming it.
 func (s *state) proposalNeeded() error {
 	pre := preSendProposed
-	if s.lastProposalOp == transferOp {
+	if s.lastProposalOp == s.transferOp {
 		pre = preTransferProposed
 	}
 	r := s.lastProposal
@@ -212,7 +212,7 @@ func (s *state) approveSend(ctx context.Context, to string) error {
 	if err := s.createDraft(ctx, s.me.mailbox, to); err != nil {
 		return err
 	}
-	if _, err := got(s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())).want(preSendProposed, 201); err != nil {
+	if _, err := got(s.propose(ctx, s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant())).want(preSendProposed, 201); err != nil {
 		return err
 	}
 	return s.approveProposal(ctx)
@@ -252,14 +252,14 @@ func (s *state) approvedBody() (map[string]any, error) {
 		return nil, err
 	}
 	mods := s.pendingMods
-	op := sendOp
+	op := s.sendOp
 	var args any = map[string]any{"draft": s.propHandle}
-	if (s.propHandle == "" || s.propOp == transferOp) && s.transfer != nil {
-		op, args = transferOp, s.transfer
+	if (s.propHandle == "" || s.propOp == s.transferOp) && s.transfer != nil {
+		op, args = s.transferOp, s.transfer
 	}
 	grant := s.grant()
 	if mods.unknownOp {
-		op = "mail.unregistered_operation"
+		op = s.opName("mail.unregistered_operation")
 	}
 	if mods.badArgs {
 		args = map[string]any{"draft": 5}
@@ -366,7 +366,7 @@ func (s *state) seamFault(ctx context.Context, boundary, action string, extra ma
 	if !h.Config.Seams() {
 		return steps.Fault(`a fault needs "the AGL test seams are enabled" among the Given steps`)
 	}
-	body := map[string]any{"boundary": boundary, "action": action, "operation": sendOp, "count": 1}
+	body := map[string]any{"boundary": boundary, "action": action, "operation": s.sendOp, "count": 1}
 	for k, v := range extra {
 		body[k] = v
 	}
@@ -433,7 +433,7 @@ func registerActions(c *steps.Catalog) {
 	// Proposals and approvals.
 	c.When(`^the agent proposes sending the draft$`, func(ctx context.Context) error {
 		s := st(ctx)
-		_, err := s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
+		_, err := s.propose(ctx, s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
 		return err
 	})
 	c.When(`^the agent proposes sending (a handle it made up|the draft's resource id instead of its handle|another principal's draft handle)$`, func(ctx context.Context, which string) error {
@@ -454,12 +454,12 @@ func registerActions(c *steps.Catalog) {
 				return steps.Precondition(preDraft, &steps.Failure{Msg: "another principal's draft carries no handle: " + r.String(), Exchange: r})
 			}
 		}
-		_, err := s.propose(ctx, sendOp, map[string]any{"draft": handle}, s.grant())
+		_, err := s.propose(ctx, s.sendOp, map[string]any{"draft": handle}, s.grant())
 		return err
 	})
 	c.When(`^the agent proposes sending the draft (\d+) times at once$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		return s.concurrently(ctx, n, false, api+"/proposals", s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
+		return s.concurrently(ctx, n, false, api+"/proposals", s.action(s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
 	})
 	c.Setup(preApprovalRequested, `^approval of the proposal is requested(?: for (\d+) seconds?)?$`, func(ctx context.Context, ttl string) error {
 		n := 600
@@ -504,7 +504,7 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		if _, err := got(s.propose(ctx, transferOp, s.transferArgs(amount, to), s.grant())).want(preTransferProposed, 201); err != nil {
+		if _, err := got(s.propose(ctx, s.transferOp, s.transferArgs(amount, to), s.grant())).want(preTransferProposed, 201); err != nil {
 			return err
 		}
 		return s.approveProposal(ctx)
@@ -514,7 +514,7 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		_, err := s.propose(ctx, transferOp, s.transferArgs(amount, to), s.grant())
+		_, err := s.propose(ctx, s.transferOp, s.transferArgs(amount, to), s.grant())
 		return err
 	})
 	c.When(`^the agent proposes the same transfer again with its members reordered and the amount written "([^"]*)"$`, func(ctx context.Context, amount string) error {
@@ -529,12 +529,12 @@ func registerActions(c *steps.Catalog) {
 		args, _ := first.(map[string]any)
 		// Written by hand so that member order and number spelling differ.
 		raw := fmt.Sprintf(`{"execution_id":%q,"principal":%q,"agent_id":%q,"operation":%q,"grant_token":%q,"arguments":{"amount":%s,"recipient":%q,"account":%q}}`,
-			s.exec, s.me.principal, s.me.agent, transferOp, s.grant(), amount, str(args, "recipient"), str(args, "account"))
+			s.exec, s.me.principal, s.me.agent, s.transferOp, s.grant(), amount, str(args, "recipient"), str(args, "account"))
 		r, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, []byte(raw))
 		if err != nil {
 			return err
 		}
-		s.noteProposal(r, transferOp, nil)
+		s.noteProposal(r, s.transferOp, nil)
 		return nil
 	})
 
@@ -602,17 +602,17 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent dispatches the send of the draft without a permit$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return s.dispatch(ctx, false, s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
+		return s.dispatch(ctx, false, s.action(s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
 	})
 	c.When(`^the agent dispatches the send of the draft with a granted decision it wrote itself$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
+		b := s.action(s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
 		b["decision"] = map[string]any{"decision": "granted", "approver": "carol", "role": "operator", "digest": str(s.prop, "digest")}
 		return s.dispatch(ctx, false, b)
 	})
 	c.When(`^the agent dispatches the edited draft with the earlier permit$`, func(ctx context.Context) error {
 		s := st(ctx)
-		b := s.action(sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
+		b := s.action(s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
 		b["permit_token"] = s.permitToken
 		return s.dispatch(ctx, false, b)
 	})
@@ -731,7 +731,7 @@ func registerActions(c *steps.Catalog) {
 			case "no grant is given":
 				mods.noGrant = true
 			case "the agent's effect ceiling is empty":
-				if err := s.putAgent(ctx, s.me, []string{sendOp, transferOp}, []string{}); err != nil {
+				if err := s.putAgent(ctx, s.me, []string{s.sendOp, s.transferOp}, []string{}); err != nil {
 					return err
 				}
 			case "the permit was revoked":
@@ -858,7 +858,7 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		c := s.emailContract(ctx, name, "1", 1)
+		c := s.emailContract(ctx, s.opName(name), "1", 1)
 		c["implementation_fingerprint"] = "sha256:" + strings.Repeat("0", 64)
 		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, c)
 		return err
@@ -868,7 +868,7 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, sendOp, version, n))
+		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, s.sendOp, version, n))
 		return err
 	})
 	c.When(`^the operator registers a transfer contract "([^"]*)" whose possible effects are "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
@@ -876,7 +876,7 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, name, csv(effects)))
+		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, s.opName(name), csv(effects)))
 		return err
 	})
 	c.Setup(preAgent, `^the operator narrows the agent's tool set to "([^"]*)"$`, func(ctx context.Context, tools string) error {
@@ -884,14 +884,18 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		return s.putAgent(ctx, s.me, csv(tools), []string{"external_write", "email_send", "financial_write"})
+		var ops []string
+		for _, t := range csv(tools) {
+			ops = append(ops, s.opName(t))
+		}
+		return s.putAgent(ctx, s.me, ops, []string{"external_write", "email_send", "financial_write"})
 	})
 	c.Setup(preAgent, `^the operator sets the agent's effect ceiling to "([^"]*)"$`, func(ctx context.Context, ceiling string) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		return s.putAgent(ctx, s.me, []string{sendOp, transferOp}, csv(ceiling))
+		return s.putAgent(ctx, s.me, []string{s.sendOp, s.transferOp}, csv(ceiling))
 	})
 	c.When(`^(the agent, with no credentials,|the agent, presenting its own grant token,|the operator|the approval resolver) asks the host to issue a grant for the principal$`, func(ctx context.Context, who string) error {
 		s := st(ctx)
@@ -900,7 +904,7 @@ func registerActions(c *steps.Catalog) {
 		}
 		role := map[string]string{"the agent, with no credentials,": roleNone, "the agent, presenting its own grant token,": s.me.grantToken,
 			"the operator": roleOperator, "the approval resolver": roleResolver}[who]
-		r, err := s.do(ctx, http.MethodPost, api+"/grants", role, s.grantBody(s.me.principal, []string{sendOp, transferOp}, []string{"*"}, []string{"*"}, nil))
+		r, err := s.do(ctx, http.MethodPost, api+"/grants", role, s.grantBody(s.me.principal, []string{s.sendOp, s.transferOp}, []string{"*"}, []string{"*"}, nil))
 		if err == nil {
 			if m, jerr := r.JSON(); jerr == nil {
 				steps.From(ctx).Secret(str(m, "grant_token")) // a grant the host should not have issued
@@ -921,14 +925,14 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		subject, ops, accounts := s.me.principal, []string{sendOp, transferOp}, []string{s.me.account}
+		subject, ops, accounts := s.me.principal, []string{s.sendOp, s.transferOp}, []string{s.me.account}
 		extra := map[string]any{}
 		now := time.Now().UTC()
 		switch how {
 		case "covers another account":
 			accounts = []string{"acct-someone-else"}
 		case "covers only the email operation":
-			ops = []string{sendOp}
+			ops = []string{s.sendOp}
 		case "was issued to another principal":
 			subject = "mallory-" + s.exec
 		case "expired an hour ago":
@@ -970,9 +974,9 @@ func registerActions(c *steps.Catalog) {
 			if str(m, "handle") == "" {
 				return steps.Precondition(preDraft, &steps.Failure{Msg: "the helper's draft carries no handle: " + r.String(), Exchange: r})
 			}
-			op, args = sendOp, map[string]any{"draft": str(m, "handle")}
+			op, args = s.sendOp, map[string]any{"draft": str(m, "handle")}
 		} else {
-			op, args = transferOp, map[string]any{"account": s.me.account, "recipient": to, "amount": json.Number(amount)}
+			op, args = s.transferOp, map[string]any{"account": s.me.account, "recipient": to, "amount": json.Number(amount)}
 		}
 		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
 			"operation": op, "arguments": args, "grant_token": s.helper.grantToken}
@@ -992,7 +996,7 @@ func registerActions(c *steps.Catalog) {
 			return err
 		}
 		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
-			"operation": transferOp, "arguments": s.transfer, "grant_token": s.helper.grantToken, "permit_token": s.permitToken}
+			"operation": s.transferOp, "arguments": s.transfer, "grant_token": s.helper.grantToken, "permit_token": s.permitToken}
 		return s.dispatch(ctx, false, body)
 	})
 	c.When(`^the authorization service revokes the principal's grant$`, func(ctx context.Context) error {
@@ -1034,15 +1038,15 @@ func delegate(ctx context.Context, how string) error {
 	if s.helper == nil {
 		id := strings.TrimPrefix(s.exec, "exec-")
 		s.helper = &actor{principal: "helper-" + id, agent: "helper-agent-" + id}
-		if err := s.putAgent(ctx, *s.helper, []string{sendOp, transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
+		if err := s.putAgent(ctx, *s.helper, []string{s.sendOp, s.transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
 			return err
 		}
 	}
-	ops, mailboxes, accounts := []string{transferOp}, []string(nil), []string{s.me.account}
+	ops, mailboxes, accounts := []string{s.transferOp}, []string(nil), []string{s.me.account}
 	extra := map[string]any{"ttl_seconds": 600}
 	switch how {
 	case "adding an operation":
-		ops = []string{transferOp, "mail.other_operation"}
+		ops = []string{s.transferOp, s.opName("mail.other_operation")}
 	case "adding a mailbox":
 		mailboxes = []string{"boss@example.com"}
 	case "with every resource of a kind":

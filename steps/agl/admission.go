@@ -10,12 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
 )
 
 const (
-	statusOp   = "mail.delivery_status"
 	statusImpl = "email.status/v1"
 )
 
@@ -71,7 +71,7 @@ func okAnswer(w *steps.World, r *steps.Response, schema, what string) error {
 // has fired: a dispatch is held there. What the host says while it is held
 // is only meaningful after that, however slowly the host got there.
 func waitPaused(ctx context.Context, boundary string) error {
-	w := steps.From(ctx)
+	w, op := steps.From(ctx), st(ctx).sendOp
 	return poll("no dispatch had reached the pause at "+boundary, func() (bool, error) {
 		r, err := w.Seam(ctx, http.MethodGet, seamPath+"/faults", nil, nil)
 		if err != nil {
@@ -84,7 +84,9 @@ func waitPaused(ctx context.Context, boundary string) error {
 		list, _ := m["faults"].([]any)
 		for _, e := range list {
 			f, _ := e.(map[string]any)
-			if n := intOf(f["fired"]); str(f, "boundary") == boundary && n > 0 {
+			// Only the scenario's own faults: others arm theirs on the
+			// same host, each for its own operation.
+			if n := intOf(f["fired"]); str(f, "boundary") == boundary && str(f, "operation") == op && n > 0 {
 				return true, nil
 			}
 		}
@@ -132,10 +134,10 @@ func (s *state) armBarrier(ctx context.Context, points []string, parties int) er
 
 func registerAdmission(c *steps.Catalog) {
 	c.Given(`^the host admits (\d+) dispatch(?:es)? at a time and lets a dispatch wait (\d+) ms for capacity$`, func(ctx context.Context, n, ms int) error {
-		return st(ctx).edit(ctx, func(sec map[string]any) {
-			sec["max_concurrent_dispatches"] = n
-			sec["admission_wait_ms"] = ms
-		})
+		if n != 1 || ms != 8000 {
+			return steps.Fault("fixture %s admits 1 dispatch at a time and lets one wait 8000 ms; the scenario asks for %d and %d ms", fixtures.AGLNarrow, n, ms)
+		}
+		return st(ctx).onFixture(ctx, fixtures.AGLNarrow, "the admission capacity")
 	})
 	c.When(`^the host will pause for (\d+) ms in the claim$`, func(ctx context.Context, ms int) error {
 		return st(ctx).seamFault(ctx, "claim", "delay", map[string]any{"delay_ms": ms})
@@ -341,7 +343,7 @@ func registerAdmission(c *steps.Catalog) {
 			}
 			a := s.approved[i-1]
 			s.branchSends = append(s.branchSends, a)
-			branches = append(branches, map[string]any{"operation": sendOp, "arguments": map[string]any{"draft": a.handle}, "permit_token": a.permitToken})
+			branches = append(branches, map[string]any{"operation": s.sendOp, "arguments": map[string]any{"draft": a.handle}, "permit_token": a.permitToken})
 		}
 		_, err := s.do(ctx, http.MethodPost, api+"/parallel", roleNone, map[string]any{"mode": "map", "execution_id": s.exec,
 			"principal": s.me.principal, "agent_id": s.me.agent, "grant_token": s.grant(), "branches": branches})
@@ -391,18 +393,18 @@ func registerAdmission(c *steps.Catalog) {
 			return err
 		}
 		contract := map[string]any{
-			"qualified_name": statusOp, "contract_version": "1", "implementation": statusImpl,
+			"qualified_name": s.statusOp, "contract_version": "1", "implementation": statusImpl,
 			"implementation_fingerprint": s.implementationFingerprint(ctx, statusImpl),
 			"input_type": map[string]any{"type": "object", "required": []string{"message_key"},
 				"properties": map[string]any{"message_key": map[string]any{"type": "string", "minLength": 1}}},
 			"authority_requirements": []any{}, "possible_effects": []string{"external_read"}, "protocol_preconditions": []any{},
 			"approval_requirement": map[string]any{"required": false}, "idempotency_contract": map[string]any{"kind": "none"},
-			"scheduling_contract": map[string]any{"max_attempts": 1},
+			"scheduling_contract": map[string]any{"max_attempts": 1}, "destination_account": s.mail.account,
 		}
 		if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, contract)).want(preContracts, 201); err != nil {
 			return err
 		}
-		if _, err := got(s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp, statusOp},
+		if _, err := got(s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{s.sendOp, s.transferOp, s.statusOp},
 			[]string{s.me.mailbox}, []string{s.me.account}, nil))).want(preGrant, 201); err != nil {
 			return err
 		}
@@ -412,7 +414,7 @@ func registerAdmission(c *steps.Catalog) {
 			return steps.Precondition(preGrant, steps.Fail("the grant covering the read carries no grant_token: %s", r))
 		}
 		steps.From(ctx).Secret(s.grantOverride)
-		return s.putAgent(ctx, s.me, []string{sendOp, transferOp, statusOp}, []string{"external_write", "email_send", "financial_write", "external_read"})
+		return s.putAgent(ctx, s.me, []string{s.sendOp, s.transferOp, s.statusOp}, []string{"external_write", "email_send", "financial_write", "external_read"})
 	})
 	c.Given(`^the destination will hang on the next (\d+) lookups?$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
@@ -426,7 +428,7 @@ func registerAdmission(c *steps.Catalog) {
 		s := st(ctx)
 		var branches []any
 		for i := 0; i < n; i++ {
-			branches = append(branches, map[string]any{"operation": statusOp, "arguments": map[string]any{"message_key": random("key-")}})
+			branches = append(branches, map[string]any{"operation": s.statusOp, "arguments": map[string]any{"message_key": random("key-")}})
 		}
 		_, err := s.do(ctx, http.MethodPost, api+"/parallel", roleNone, map[string]any{"mode": "race", "execution_id": s.exec,
 			"principal": s.me.principal, "agent_id": s.me.agent, "grant_token": s.grant(), "branches": branches})

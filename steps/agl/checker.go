@@ -144,8 +144,12 @@ const spanCell = `(\d+:\d+-\d+:\d+)`
 func registerChecker(c *steps.Catalog) {
 	c.Given(`^an AGL host with a workflow checker$`, func(ctx context.Context) error {
 		// The checker needs nothing configured: every checker scenario
-		// shares one host, and each asks it only about its own document.
-		return steps.From(ctx).Configure(family, func(map[string]any) {})
+		// shares its fixture's host, and each asks it only about its own
+		// document.
+		if f, ok := steps.From(ctx).Fixture(); !ok || f.Family != family {
+			return steps.Fault("a checker scenario runs on an AGL fixture (tag it @fixture:agl-core)")
+		}
+		return nil
 	})
 
 	c.When(`^the checker checks the workflow "([^"]*)"(?: again)?$`, func(ctx context.Context, name string) error {
@@ -352,7 +356,7 @@ func registerChecker(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		r, m, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
+		r, m, err := s.read(ctx, api+"/contracts/"+s.sendOp, roleNone)
 		if err != nil {
 			return err
 		}
@@ -360,7 +364,7 @@ func registerChecker(c *steps.Catalog) {
 			return err
 		}
 		cs.firstFP = str(m, "contract_fingerprint")
-		ct := s.emailContract(ctx, sendOp, version, s.emailAttempts)
+		ct := s.emailContract(ctx, s.sendOp, version, s.emailAttempts)
 		switch change {
 		case "an added effect audit_write":
 			ct["possible_effects"] = []string{"external_write", "email_send", "audit_write"}
@@ -382,7 +386,7 @@ func registerChecker(c *steps.Catalog) {
 	})
 	c.Then(`^the registered email contract is version "([^"]*)" (?:still, with its first fingerprint|now, with another fingerprint)$`, func(ctx context.Context, version string) error {
 		s, cs, w := st(ctx), cst(ctx), steps.From(ctx)
-		_, m, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
+		_, m, err := s.read(ctx, api+"/contracts/"+s.sendOp, roleNone)
 		if err != nil {
 			return err
 		}

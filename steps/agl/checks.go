@@ -74,6 +74,9 @@ func effects(w *steps.World, d *destination) []fakemail.Effect {
 
 func (s *state) expectMessages(ctx context.Context, d *destination, what string, n int) error {
 	w := steps.From(ctx)
+	if err := s.leaseCheck(w); err != nil {
+		return err
+	}
 	if d == nil && what != "second destination" {
 		return steps.Fault("no %s was described", what)
 	}
@@ -412,14 +415,14 @@ func registerChecks(c *steps.Catalog) {
 	c.Then(`^no contract named "([^"]*)" is registered$`, func(ctx context.Context, name string) error {
 		s, w := st(ctx), steps.From(ctx)
 		// The same read is first shown to find a contract that is registered.
-		known, m, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
+		known, m, err := s.read(ctx, api+"/contracts/"+s.sendOp, roleNone)
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(known.Status == 200 && str(m, "contract.qualified_name") == sendOp, "reading the registered contract %s: %s", sendOp, known); err != nil {
+		if err := w.Assert(known.Status == 200 && str(m, "contract.qualified_name") == s.sendOp, "reading the registered contract %s: %s", s.sendOp, known); err != nil {
 			return err
 		}
-		r, err := s.call(ctx, false, http.MethodGet, api+"/contracts/"+name, roleNone, nil, false)
+		r, err := s.call(ctx, false, http.MethodGet, api+"/contracts/"+s.opName(name), roleNone, nil, false)
 		if err != nil {
 			return err
 		}
@@ -427,7 +430,7 @@ func registerChecks(c *steps.Catalog) {
 	})
 	c.Then(`^the registered email contract still allows (\d+) attempts?$`, func(ctx context.Context, n int) error {
 		s, w := st(ctx), steps.From(ctx)
-		_, m, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
+		_, m, err := s.read(ctx, api+"/contracts/"+s.sendOp, roleNone)
 		if err != nil {
 			return err
 		}
@@ -436,7 +439,7 @@ func registerChecks(c *steps.Catalog) {
 	})
 	c.Then(`^the contract "([^"]*)" is registered with possible effects "([^"]*)"$`, func(ctx context.Context, name, effects string) error {
 		s, w := st(ctx), steps.From(ctx)
-		r, m, err := s.read(ctx, api+"/contracts/"+name, roleNone)
+		r, m, err := s.read(ctx, api+"/contracts/"+s.opName(name), roleNone)
 		if err != nil {
 			return err
 		}
@@ -736,7 +739,7 @@ func registerChecks(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		_, reg, err := s.read(ctx, api+"/contracts/"+sendOp, roleNone)
+		_, reg, err := s.read(ctx, api+"/contracts/"+s.sendOp, roleNone)
 		if err != nil {
 			return err
 		}

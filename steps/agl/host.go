@@ -12,19 +12,19 @@
 package agl
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
 
 	"github.com/google/uuid"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/steps"
@@ -35,9 +35,6 @@ const (
 	family   = "agl"
 	api      = "/agl/v1"
 	seamPath = "/conformance/seams/agl"
-
-	sendOp     = "mail.send_email"
-	transferOp = "ledger.transfer"
 )
 
 // Register binds every AGL step phrase.
@@ -49,24 +46,104 @@ func Register(c *steps.Catalog) {
 	registerChecker(c) // the workflow checker, checker.go
 }
 
-// destination is a fake destination the suite runs for one scenario; it
-// logs every request it receives (peers/fakemail), effect or not.
+// destination is a fake destination account the scenario leased from its
+// fixture's roster: a fakemail server of its own, routed at the account's
+// path on the run's fakes. It logs every request it receives (effect or
+// not), and keeps apart any that names another account: a host that sends
+// one lease's operation to another's path would otherwise be counted as
+// the wrong scenario's effect.
 type destination struct {
-	fake *fakemail.Server
-	url  string
+	fake    *fakemail.Server
+	url     string
+	account string
+	path    string
+
+	mu      sync.Mutex
+	foreign []string
 }
 
 type sendRecord struct{ key, operation string }
 
-func startDestination(w *steps.World, idempotent bool) (*destination, error) {
+// ServeHTTP hands the request to the fake under the account's path, noting
+// a message addressed to another account.
+func (d *destination) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/send") {
+		raw, err := io.ReadAll(io.LimitReader(r.Body, 4<<20))
+		r.Body.Close()
+		var m struct {
+			Account string `json:"account"`
+		}
+		if err != nil || json.Unmarshal(raw, &m) != nil || m.Account != d.account {
+			d.mu.Lock()
+			d.foreign = append(d.foreign, fmt.Sprintf("a message for account %q arrived at %s, the path of account %s", m.Account, d.path, d.account))
+			d.mu.Unlock()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(raw))
+	}
+	http.StripPrefix(d.path, d.fake).ServeHTTP(w, r)
+}
+
+// strange says what the destination saw that belongs to another lease.
+func (d *destination) strange() []string {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.foreign...)
+}
+
+// leaseDestination leases an account of the scenario's fixture from roster
+// and routes its path on the run's fakes to a fake destination of the
+// scenario's own.
+func leaseDestination(w *steps.World, roster string) (*destination, error) {
 	if err := w.CallsBack(); err != nil {
 		return nil, err
 	}
-	d := &destination{fake: fakemail.New(idempotent)}
-	srv := httptest.NewServer(d.fake)
-	d.url = srv.URL
-	w.Cleanup(srv.Close)
+	f, ok := w.Fixture()
+	if !ok {
+		return nil, steps.Fault("an AGL scenario runs on an AGL fixture (tag it @fixture:agl-core or another agl- fixture)")
+	}
+	fakes, err := w.Fakes()
+	if err != nil {
+		return nil, err
+	}
+	i, _, err := w.Lease(roster)
+	if err != nil {
+		return nil, err
+	}
+	account, path := fixtures.AGLAccount(f.Name, roster, i)
+	d := &destination{fake: fakemail.New(roster == fixtures.AGLRosterEmailDedup), account: account, path: path, url: fakes.URL(path)}
+	unroute, err := fakes.Route(path+"/", d)
+	if err != nil {
+		return nil, steps.Fault("%v", err)
+	}
+	w.Cleanup(unroute)
 	return d, nil
+}
+
+// leaseCheck is a suite fault when a destination of the scenario received
+// a message addressed to another lease, or the run's fakes received a
+// request at a path of the scenario's fixture that no running scenario
+// holds: either way a scenario saw (or would count) another lease's state.
+func (s *state) leaseCheck(w *steps.World) error {
+	var odd []string
+	for _, d := range []*destination{s.mail, s.ledger, s.mail2} {
+		odd = append(odd, d.strange()...)
+	}
+	if f, ok := w.Fixture(); ok {
+		if fakes, err := w.Fakes(); err == nil {
+			for _, p := range fakes.Strays() {
+				if strings.Contains(p, " /agl/"+f.Name+"/") {
+					odd = append(odd, "a request at a lease no running scenario holds: "+p)
+				}
+			}
+		}
+	}
+	if len(odd) > 0 {
+		return steps.Fault("saw another lease's state: %s", strings.Join(odd, "; "))
+	}
+	return nil
 }
 
 // sends lists every send the destination was asked for, whether it took
@@ -92,16 +169,22 @@ type actor struct {
 
 // state is one scenario's AGL state.
 type state struct {
-	mu      sync.Mutex
-	keys    keys
-	section map[string]any
-	mail    *destination // the email destination
-	ledger  *destination // the webhook ("ledger") destination
-	mail2   *destination // the second host's email destination, when it has its own
+	mu   sync.Mutex
+	keys keys
+	// id makes the scenario's names its own on a host other scenarios
+	// share: its contracts' qualified names end in it.
+	id                           string
+	sendOp, transferOp, statusOp string
+	described                    bool         // an AGL host was described
+	dedup                        bool         // its email account deduplicates by key
+	handlerTimeout               int          // the contracts' handler deadline (scheduling_contract.timeout_ms), when set
+	mail                         *destination // the email destination
+	ledger                       *destination // the webhook ("ledger") destination
+	mail2                        *destination // the second host's email destination, when it has its own
 
 	shared           bool
 	second           *target.Host
-	secondDeployment map[string]any // the second host's deployment policy, when it has its own
+	secondDeployment []string // the second host's allowed recipient domains, when it has its own
 
 	wantSetup      bool
 	ready          bool
@@ -164,55 +247,75 @@ type asyncResult struct {
 
 func st(ctx context.Context) *state {
 	return steps.From(ctx).State(family, func() any {
-		return &state{emailIdem: "none", emailAttempts: 1}
+		id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+		return &state{emailIdem: "none", emailAttempts: 1, id: id,
+			sendOp: "mail.send_email." + id, transferOp: "ledger.transfer." + id, statusOp: "mail.delivery_status." + id}
 	}).(*state)
+}
+
+// opName is the scenario's own qualified name for an operation a feature
+// names: every contract a scenario registers carries its id, so that
+// scenarios sharing a host never register, read or arm a fault for one
+// another's operations.
+func (s *state) opName(name string) string {
+	switch name {
+	case "mail.send_email":
+		return s.sendOp
+	case "ledger.transfer":
+		return s.transferOp
+	case "mail.delivery_status":
+		return s.statusOp
+	}
+	if strings.Contains(name, "/") {
+		return name // an implementation, not a contract
+	}
+	return name + "." + s.id
 }
 
 var quoted = regexp.MustCompile(`"([^"]*)"`)
 
 func random(prefix string) string { return prefix + strings.ReplaceAll(uuid.NewString(), "-", "") }
 
-// apply writes the scenario's section into the host configuration.
-func (s *state) apply(ctx context.Context) error {
-	sec := s.section
-	return steps.From(ctx).Configure(family, func(m map[string]any) {
-		for k := range m {
-			delete(m, k)
-		}
-		for k, v := range sec {
-			m[k] = v
-		}
-	})
-}
-
-func (s *state) newHost(ctx context.Context, idempotent bool) error {
+// newHost leases the scenario's destination accounts from its fixture and
+// takes the fixture's role keys: the host is the fixture's, shared.
+func (s *state) newHost(ctx context.Context, dedup bool) error {
 	w := steps.From(ctx)
-	if s.section != nil {
+	if s.described {
 		return steps.Fault("the AGL host is described twice")
 	}
-	s.keys = keys{operator: random("op_"), authority: random("authz_"), resolver: random("resolver_")}
+	f, ok := w.Fixture()
+	if !ok || f.Family != family {
+		return steps.Fault("an AGL scenario runs on an AGL fixture (tag it @fixture:agl-core or another agl- fixture)")
+	}
+	s.described, s.dedup = true, dedup
+	op, authz, res := fixtures.AGLKeys(w.Env(), f.Name)
+	s.keys = keys{operator: op, authority: authz, resolver: res}
 	w.Secret(s.keys.operator, s.keys.authority, s.keys.resolver)
+	roster := fixtures.AGLRosterEmail
+	if dedup {
+		roster = fixtures.AGLRosterEmailDedup
+	}
 	var err error
-	if s.mail, err = startDestination(w, idempotent); err != nil {
+	if s.mail, err = leaseDestination(w, roster); err != nil {
 		return err
 	}
-	if s.ledger, err = startDestination(w, false); err != nil {
+	if s.ledger, err = leaseDestination(w, fixtures.AGLRosterLedger); err != nil {
 		return err
 	}
-	s.section = map[string]any{
-		"keys":    map[string]any{"operator_key": s.keys.operator, "authority_key": s.keys.authority, "resolver_key": s.keys.resolver},
-		"email":   map[string]any{"url": s.mail.url, "account": "acme-mail", "honours_idempotency_key": idempotent},
-		"webhook": map[string]any{"url": s.ledger.url, "account": "acme-ledger"},
-	}
-	return s.apply(ctx)
+	return nil
 }
 
-func (s *state) edit(ctx context.Context, f func(sec map[string]any)) error {
-	if s.section == nil {
+// onFixture says the scenario's fixture is name: a host-wide knob a Given
+// step states is the fixture's, never the scenario's to set.
+func (s *state) onFixture(ctx context.Context, name, what string) error {
+	w := steps.From(ctx)
+	if !s.described {
 		return steps.Fault("describe the AGL host first")
 	}
-	f(s.section)
-	return s.apply(ctx)
+	if f, _ := w.Fixture(); f.Name != name {
+		return steps.Fault("%s is fixture %s's setting; the scenario runs on fixture %s (tag it @fixture:%s)", what, name, f.Name, name)
+	}
+	return nil
 }
 
 // secondHost acquires the second host on the shared store: the same section
@@ -226,32 +329,55 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	if !s.shared {
 		return nil, steps.Fault("no second host was described")
 	}
-	if _, err := w.Host(ctx); err != nil {
+	first, err := w.Host(ctx)
+	if err != nil {
 		return nil, err
 	}
-	sec := map[string]any{}
-	raw, _ := json.Marshal(s.section)
-	json.Unmarshal(raw, &sec)
+	var doc map[string]any
+	if err := json.Unmarshal(first.Config.JSON(), &doc); err != nil {
+		return nil, steps.Fault("the first host's configuration does not decode: %v", err)
+	}
+	sec, _ := doc[family].(map[string]any)
+	if sec == nil || first.Config.StateDir() == "" {
+		return nil, steps.Fault("the first host has no AGL section or no state directory to share")
+	}
 	if s.mail2 != nil {
-		email := sec["email"].(map[string]any)
-		email["url"] = s.mail2.url
+		// The second host sends the scenario's email account to another
+		// destination: the same account name at another URL.
+		email, _ := sec["email"].(map[string]any)
+		list, _ := email["accounts"].([]any)
+		moved := false
+		for _, e := range list {
+			a, _ := e.(map[string]any)
+			if str(a, "account") == s.mail.account {
+				a["url"], moved = s.mail2.url, true
+			}
+		}
+		if !moved {
+			return nil, steps.Fault("account %s is not in the fixture's configuration", s.mail.account)
+		}
 	}
 	if s.secondDeployment != nil {
-		sec["deployment"] = s.secondDeployment
+		sec["deployment"] = map[string]any{"allowed_recipient_domains": s.secondDeployment}
 	}
 	// Its own label makes it a second configuration, hence a second host;
+	// the same state directory makes it open the same operation store, and
 	// it has its seams too, so that it meets the first at the barrier the
 	// two hosts share in their store.
 	sec["instance_name"] = "second"
-	cfg, err := target.NewConfig(map[string]any{family: sec}, true)
+	raw, err := json.Marshal(doc)
 	if err != nil {
 		return nil, steps.Fault("the second host's configuration does not encode: %v", err)
 	}
-	// Held to the published configuration schema, as World.Host holds the first.
-	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
-		return nil, steps.Fault("the second host's configuration %s does not satisfy schemas/host-config.json: %v", cfg.JSON(), err)
+	cfg, err := target.ParseConfig(raw)
+	if err != nil {
+		return nil, steps.Fault("the second host's configuration does not encode: %v", err)
 	}
-	h, err := w.Acquire(ctx, cfg)
+	// Held to the published configuration schema, as the fixtures are.
+	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
+		return nil, steps.Fault("the second host's configuration does not satisfy schemas/host-config.json: %v", err)
+	}
+	h, err := w.Acquire(ctx, cfg.WithInstance("agl-second:"+s.id))
 	if err != nil {
 		return nil, err
 	}
@@ -399,34 +525,43 @@ func registerHost(c *steps.Catalog) {
 		return steps.From(ctx).RequireSeams()
 	})
 	c.Given(`^the host's deployment policy allows recipients only in "([^"]*)"$`, func(ctx context.Context, domain string) error {
-		return st(ctx).edit(ctx, func(sec map[string]any) {
-			sec["deployment"] = map[string]any{"allowed_recipient_domains": []string{domain}}
-		})
+		if domain != "example.com" {
+			return steps.Fault("fixture %s allows recipients in example.com; the scenario asks for %q", fixtures.AGLRestricted, domain)
+		}
+		return st(ctx).onFixture(ctx, fixtures.AGLRestricted, "a deployment policy")
 	})
 	c.Given(`^the hosts presume a silent host crashed after (\d+) ms$`, func(ctx context.Context, ms int) error {
-		return st(ctx).edit(ctx, func(sec map[string]any) { sec["claim_lease_ms"] = ms })
+		if ms != 400 {
+			return steps.Fault("fixture %s presumes a silent host crashed after 400 ms; the scenario asks for %d", fixtures.AGLStore, ms)
+		}
+		return st(ctx).onFixture(ctx, fixtures.AGLStore, "the crash lease")
 	})
 	c.Given(`^a second AGL host shares the first host's operation store( but sends email to another destination| but its deployment policy allows recipients only in "[^"]*")?$`, func(ctx context.Context, other string) error {
 		s, w := st(ctx), steps.From(ctx)
+		if !s.described {
+			return steps.Fault("describe the AGL host first")
+		}
 		if m := quoted.FindStringSubmatch(other); m != nil {
-			s.secondDeployment = map[string]any{"allowed_recipient_domains": csv(m[1])}
+			s.secondDeployment = csv(m[1])
 			other = ""
 		}
-		dir, err := os.MkdirTemp("", "parley-agl-shared-*")
-		if err != nil {
-			return steps.Fault("cannot make a directory for the shared operation store: %v", err)
-		}
-		w.Cleanup(func() { os.RemoveAll(dir) })
 		s.shared = true
 		if other != "" {
-			if s.mail2, err = startDestination(w, false); err != nil {
+			var err error
+			roster := fixtures.AGLRosterEmail
+			if s.dedup {
+				roster = fixtures.AGLRosterEmailDedup
+			}
+			if s.mail2, err = leaseDestination(w, roster); err != nil {
 				return err
 			}
 		}
 		if err := w.RequireSeams(); err != nil {
 			return err
 		}
-		return s.edit(ctx, func(sec map[string]any) { sec["database_path"] = filepath.Join(dir, "operations.db") })
+		// The first host keeps its store in a state directory of the
+		// scenario's own; the second is given the same directory.
+		return w.KeepState()
 	})
 	c.Given(`^the email contract is registered as deduplicated by destination key with up to (\d+) attempts(?:, (\d+) ms apart)?(?:, retrying only on (\w+))?$`, func(ctx context.Context, n int, backoff, retryOn string) error {
 		s := st(ctx)
@@ -456,23 +591,23 @@ func (s *state) ensure(ctx context.Context) error {
 	if s.ready {
 		return nil
 	}
-	if !s.wantSetup || s.section == nil {
+	if !s.wantSetup || !s.described {
 		return steps.Fault("no AGL host and principal were described")
 	}
 	s.ready = true
-	id := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	id := s.id
 	s.exec = "exec-" + id
 	s.me = actor{principal: "alice-" + id, agent: "agent-" + id, mailbox: "ops-" + id + "@example.com", account: "acct-" + id}
-	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, sendOp, "1", s.emailAttempts))).want(preContracts, 201); err != nil {
+	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.emailContract(ctx, s.sendOp, "1", s.emailAttempts))).want(preContracts, 201); err != nil {
 		return err
 	}
-	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, transferOp, []string{"external_write", "financial_write"}))).want(preContracts, 201); err != nil {
+	if _, err := got(s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, s.transferContract(ctx, s.transferOp, []string{"external_write", "financial_write"}))).want(preContracts, 201); err != nil {
 		return err
 	}
-	if err := s.putAgent(ctx, s.me, []string{sendOp, transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
+	if err := s.putAgent(ctx, s.me, []string{s.sendOp, s.transferOp}, []string{"external_write", "email_send", "financial_write"}); err != nil {
 		return err
 	}
-	r, err := s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp},
+	r, err := s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{s.sendOp, s.transferOp},
 		[]string{s.me.mailbox}, []string{s.me.account}, nil))
 	g, err := got(r, err).want(preGrant, 201)
 	if err != nil {
@@ -524,7 +659,7 @@ func (s *state) implementationFingerprint(ctx context.Context, name string) stri
 }
 
 func (s *state) emailContract(ctx context.Context, name, version string, attempts int) map[string]any {
-	return map[string]any{
+	c := map[string]any{
 		"qualified_name": name, "contract_version": version, "implementation": "email.send/v1",
 		"implementation_fingerprint": s.implementationFingerprint(ctx, "email.send/v1"),
 		"input_type": map[string]any{"type": "object", "required": []string{"draft"},
@@ -539,10 +674,17 @@ func (s *state) emailContract(ctx context.Context, name, version string, attempt
 		"idempotency_contract":   map[string]any{"kind": s.emailIdem},
 		"scheduling_contract":    s.emailScheduling(attempts),
 	}
+	if s.mail != nil {
+		c["destination_account"] = s.mail.account
+	}
+	return c
 }
 
 func (s *state) emailScheduling(attempts int) map[string]any {
 	sc := map[string]any{"max_attempts": attempts}
+	if s.handlerTimeout > 0 {
+		sc["timeout_ms"] = s.handlerTimeout
+	}
 	if s.emailBackoff > 0 {
 		sc["backoff_ms"] = s.emailBackoff
 	}
@@ -553,7 +695,7 @@ func (s *state) emailScheduling(attempts int) map[string]any {
 }
 
 func (s *state) transferContract(ctx context.Context, name string, effects []string) map[string]any {
-	return map[string]any{
+	c := map[string]any{
 		"qualified_name": name, "contract_version": "1", "implementation": "webhook.post/v1",
 		"implementation_fingerprint": s.implementationFingerprint(ctx, "webhook.post/v1"),
 		"input_type": map[string]any{"type": "object", "required": []string{"account", "recipient", "amount"},
@@ -569,4 +711,8 @@ func (s *state) transferContract(ctx context.Context, name string, effects []str
 		"idempotency_contract":   map[string]any{"kind": "none"},
 		"scheduling_contract":    map[string]any{"max_attempts": 1},
 	}
+	if s.ledger != nil {
+		c["destination_account"] = s.ledger.account
+	}
+	return c
 }

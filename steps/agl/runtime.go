@@ -31,7 +31,15 @@ import (
 func registerRuntime(c *steps.Catalog) {
 	registerAdmission(c)
 	c.Given(`^the host gives a handler (\d+) ms to answer$`, func(ctx context.Context, ms int) error {
-		return st(ctx).edit(ctx, func(sec map[string]any) { sec["handler_timeout_ms"] = ms })
+		// A deadline of the scenario's own: its contracts declare it
+		// (scheduling_contract.timeout_ms), so the hosts other scenarios
+		// share keep theirs.
+		s := st(ctx)
+		if s.ready {
+			return steps.Fault("the contracts are already registered")
+		}
+		s.handlerTimeout = ms
+		return nil
 	})
 
 	// The legacy entry point (spec sections 7 and 10).
@@ -44,12 +52,15 @@ func registerRuntime(c *steps.Catalog) {
 		switch tool {
 		case "legacy.echo":
 			args = map[string]any{"text": random("echo-")}
-		case sendOp, "email.send/v1":
+		case "mail.send_email", "email.send/v1":
 			args = map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Sent around the dispatcher."}
 		default:
 			args = s.transferArgs(1500, "DE89370400440532013000")
 		}
 		s.legacyArgs = args
+		if tool != "legacy.echo" {
+			tool = s.opName(tool) // a protected handler: an implementation or the scenario's own contract
+		}
 		_, err := s.do(ctx, http.MethodPost, api+"/legacy/invoke", roleNone, map[string]any{"tool": tool, "arguments": args})
 		return err
 	})
@@ -114,7 +125,7 @@ func registerRuntime(c *steps.Catalog) {
 		for i := 0; i < n; i++ {
 			var err error
 			if iban != "" {
-				if _, err = got(s.propose(ctx, transferOp, s.transferArgs(json.Number(amount), iban), s.grant())).want(preTransferProposed, 201); err == nil {
+				if _, err = got(s.propose(ctx, s.transferOp, s.transferArgs(json.Number(amount), iban), s.grant())).want(preTransferProposed, 201); err == nil {
 					err = s.approveProposal(ctx)
 				}
 			} else {
@@ -204,7 +215,7 @@ func registerRuntime(c *steps.Catalog) {
 		if err := s.useDraft(name); err != nil {
 			return err
 		}
-		_, err := s.propose(ctx, sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
+		_, err := s.propose(ctx, s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant())
 		return err
 	})
 	c.When(`^the principal edits the "([^"]*)" draft$`, func(ctx context.Context, name string) error {
@@ -341,14 +352,18 @@ func registerRuntime(c *steps.Catalog) {
 
 	// Retention (spec 8).
 	c.Given(`^the host keeps records no longer needed for (\d+) hours?$`, func(ctx context.Context, h int) error {
-		return st(ctx).edit(ctx, func(sec map[string]any) { sec["retention_ms"] = h * 3600 * 1000 })
+		// Every AGL fixture keeps such records an hour (retention_ms).
+		if h != 1 {
+			return steps.Fault("the AGL fixtures keep records no longer needed for 1 hour; the scenario asks for %d", h)
+		}
+		return nil
 	})
 	c.Setup(preScopedGrant, `^the principal's grant lasts (\d+) days$`, func(ctx context.Context, days int) error {
 		s := st(ctx)
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		r, err := s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{sendOp, transferOp},
+		r, err := s.do(ctx, http.MethodPost, api+"/grants", roleAuthority, s.grantBody(s.me.principal, []string{s.sendOp, s.transferOp},
 			[]string{s.me.mailbox}, []string{s.me.account}, map[string]any{"ttl_seconds": days * 86400}))
 		m, err := got(r, err).want(preScopedGrant, 201)
 		if err != nil {
