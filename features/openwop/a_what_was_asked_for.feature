@@ -2,6 +2,7 @@
 # rows "A.2 requested set, outbound" and "A.3 a downgrade reads as one".
 # Outbound negotiations are driven through the sample invoke seams against a
 # fake peer the suite runs; the record is read back from the run's log.
+@fixture:openwop-tenants
 Feature: A negotiation record names the version that was asked for
   Whenever the requesting side named a version, the negotiation.decided
   record carries it as requested, so that a reader of the log can tell a

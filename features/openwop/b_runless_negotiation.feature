@@ -3,6 +3,7 @@
 # inbound", "B.2 runless home", "B.3 listed when inbound is served" and
 # "B.4 unauthenticated exchange recorded" (its delivery half, and the version
 # an anonymous caller is given, which is on the wire).
+@fixture:openwop-tenants
 Feature: An inbound negotiation is a durable host event of the caller's tenant
   A negotiation made before any run exists (a peer fetching the host's agent
   card, an MCP client's initialize) is recorded as a durable
@@ -156,27 +157,19 @@ Feature: An inbound negotiation is a durable host event of the caller's tenant
       | 2025-11-25 |
       | 2026-01-01 |
 
-  @req:openwop.rfc0242.unauthenticated.recorded-undelivered @profile:openwop-rfc0242
-  Scenario Outline: An anonymous A2A exchange's record reaches no tenant's stream
+  @req:openwop.rfc0242.unauthenticated.recorded-undelivered @profile:openwop-rfc0242 @exclusive
+  Scenario: Anonymous A2A exchanges' records reach no tenant's stream
     Given a host of the scenario's own
     And the host serves A2A inbound
-    When an anonymous caller <asks> naming A2A version "<ask>"
+    When an anonymous caller fetches the host's agent card naming A2A version "1.0"
+    And an anonymous caller fetches the host's agent card naming A2A version "0.5"
+    And an anonymous caller sends a JSON-RPC message to the A2A endpoint the host advertises naming A2A version "2.0"
     Then no configured tenant's host-event stream delivers a record of an exchange that tenant did not make
 
-    Examples:
-      | asks                                                             | ask |
-      | fetches the host's agent card                                    | 1.0 |
-      | fetches the host's agent card                                    | 0.5 |
-      | sends a JSON-RPC message to the A2A endpoint the host advertises | 2.0 |
-
-  @req:openwop.rfc0242.unauthenticated.recorded-undelivered @profile:openwop-rfc0242
-  Scenario Outline: An anonymous MCP initialize's record reaches no tenant's stream
+  @req:openwop.rfc0242.unauthenticated.recorded-undelivered @profile:openwop-rfc0242 @exclusive
+  Scenario: Anonymous MCP initializes' records reach no tenant's stream
     Given a host of the scenario's own
     And the host serves MCP inbound
-    When an anonymous caller initializes an MCP session with the host naming revision "<ask>"
+    When an anonymous caller initializes an MCP session with the host naming revision "2025-11-25"
+    And an anonymous caller initializes an MCP session with the host naming revision "2024-11-05"
     Then no configured tenant's host-event stream delivers a record of an exchange that tenant did not make
-
-    Examples:
-      | ask        |
-      | 2025-11-25 |
-      | 2024-11-05 |

@@ -29,12 +29,15 @@ package openwop
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/peers/a2a"
 	"github.com/parley-conformance/parley/peers/mcp"
 	"github.com/parley-conformance/parley/steps"
@@ -164,15 +167,42 @@ func (s *state) preferred(protocol string) string {
 	return s.a2a.preferred
 }
 
-func configure(ctx context.Context, edit func(map[string]any)) error {
-	return steps.From(ctx).Configure(family, edit)
+// section is the OpenWOP section of the scenario's fixture.
+func section(ctx context.Context) (map[string]any, string, error) {
+	w := steps.From(ctx)
+	f, ok := w.Fixture()
+	if !ok || f.Family != family {
+		return nil, "", steps.Fault("the scenario describes an OpenWOP host but runs on no OpenWOP fixture (tag it @fixture:openwop-...)")
+	}
+	cfg, err := w.Config()
+	if err != nil {
+		return nil, "", err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(cfg.Section(family), &m); err != nil || m == nil {
+		return nil, "", steps.Fault("fixture %s has no OpenWOP section", f.Name)
+	}
+	return m, f.Name, nil
 }
 
-// keyFor derives a tenant's API key from its name. It is deterministic, so
-// every scenario that names the same tenants describes the same host
-// configuration and shares one host. It is still a credential: every
-// scenario registers it as a secret, so that no detail shows it.
-func keyFor(tenant string) string { return "parley-openwop-key-" + tenant }
+// providesRange checks that the fixture speaks the range a Given step
+// describes.
+func providesRange(ctx context.Context, protocol string, r versionRange) error {
+	m, name, err := section(ctx)
+	if err != nil {
+		return err
+	}
+	got, _ := m[protocol].(map[string]any)
+	vs, _ := got["versions"].([]any)
+	same := got["floor"] == r.floor && got["preferred"] == r.preferred && len(vs) == len(r.versions)
+	for _, v := range r.versions {
+		same = same && slices.Contains(vs, any(v))
+	}
+	if !same {
+		return steps.Fault("the scenario describes a host speaking %s %v (floor %s, preferred %s), and fixture %s speaks %s", protocol, r.versions, r.floor, r.preferred, name, steps.Text(got))
+	}
+	return nil
+}
 
 func (s *state) key(tenant string) (string, error) {
 	s.mu.Lock()
@@ -194,13 +224,6 @@ func splitCSV(s string) []string {
 	return out
 }
 
-func rangeSection(r versionRange) map[string]any {
-	vs := make([]any, len(r.versions))
-	for i, v := range r.versions {
-		vs[i] = v
-	}
-	return map[string]any{"versions": vs, "floor": r.floor, "preferred": r.preferred}
-}
 
 func registerHost(c *steps.Catalog) {
 	c.Given(`^an OpenWOP host that speaks A2A versions "([^"]*)" with floor "([^"]*)" and preferred "([^"]*)"$`, func(ctx context.Context, vs, floor, pref string) error {
@@ -209,7 +232,7 @@ func registerHost(c *steps.Catalog) {
 		s.mu.Lock()
 		s.a2a = r
 		s.mu.Unlock()
-		return configure(ctx, func(m map[string]any) { m["a2a"] = rangeSection(r) })
+		return providesRange(ctx, "a2a", r)
 	})
 	c.Given(`^that speaks MCP revisions "([^"]*)" with floor "([^"]*)" and preferred "([^"]*)"$`, func(ctx context.Context, vs, floor, pref string) error {
 		r := versionRange{versions: splitCSV(vs), floor: floor, preferred: pref}
@@ -217,23 +240,33 @@ func registerHost(c *steps.Catalog) {
 		s.mu.Lock()
 		s.mcp = r
 		s.mu.Unlock()
-		return configure(ctx, func(m map[string]any) { m["mcp"] = rangeSection(r) })
+		return providesRange(ctx, "mcp", r)
 	})
 	c.Given(`^the OpenWOP host has tenants "([^"]*)" and "([^"]*)"$`, func(ctx context.Context, a, b string) error {
 		if a == b {
 			return steps.Fault("two tenants need two names")
 		}
+		// The names are the scenario's own: each stands for a tenant of the
+		// fixture's roster leased for this scenario alone, so that its
+		// host-event stream holds no other scenario's records.
 		w, s := steps.From(ctx), st(ctx)
-		var tenants []any
-		s.mu.Lock()
-		for _, t := range []string{a, b} {
-			s.keys[t] = keyFor(t)
-			s.tenants = append(s.tenants, t)
-			w.Secret(keyFor(t))
-			tenants = append(tenants, map[string]any{"id": t, "api_keys": []any{keyFor(t)}})
+		f, ok := w.Fixture()
+		if !ok {
+			return steps.Fault("the scenario leases tenants but runs on no fixture (tag it @fixture:openwop-...)")
 		}
-		s.mu.Unlock()
-		return configure(ctx, func(m map[string]any) { m["tenants"] = tenants })
+		for _, t := range []string{a, b} {
+			i, _, err := w.Lease(fixtures.OWTenants)
+			if err != nil {
+				return err
+			}
+			key := fixtures.OWAPIKey(w.Env(), f.Name, i)
+			w.Secret(key)
+			s.mu.Lock()
+			s.keys[t] = key
+			s.tenants = append(s.tenants, t)
+			s.mu.Unlock()
+		}
+		return nil
 	})
 	c.Given(`^the outbound negotiation seams are enabled$`, func(ctx context.Context) error {
 		return steps.From(ctx).RequireSeams()
