@@ -224,7 +224,6 @@ func splitCSV(s string) []string {
 	return out
 }
 
-
 func registerHost(c *steps.Catalog) {
 	c.Given(`^an OpenWOP host that speaks A2A versions "([^"]*)" with floor "([^"]*)" and preferred "([^"]*)"$`, func(ctx context.Context, vs, floor, pref string) error {
 		r := versionRange{versions: splitCSV(vs), floor: floor, preferred: pref}
