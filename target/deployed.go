@@ -73,7 +73,10 @@ func ParseHosts(b []byte, known map[string]string) (map[string]ReadyLine, error)
 		if r.Parley != "ready" {
 			return nil, fmt.Errorf("line %d: fixture %s: want a ready line ({\"parley\": \"ready\", …}), got parley=%q", line, name, r.Parley)
 		}
-		if r.Fixture != "" && r.Fixture != name {
+		if r.Fixture == "" {
+			return nil, fmt.Errorf("line %d: fixture %s: the ready line does not say which fixture its host runs (add \"fixture\": %q, as parley refhost prints it), so a host deployed from another fixture cannot be told apart", line, name, name)
+		}
+		if r.Fixture != name {
 			return nil, fmt.Errorf("line %d: the host listed for fixture %s says it runs fixture %s", line, name, r.Fixture)
 		}
 		if msg := checkEndpoints(r); msg != "" {

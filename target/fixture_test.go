@@ -69,12 +69,13 @@ func TestHostsJSONErrorsNameTheLineToFix(t *testing.T) {
 	known, _ := deployedFixtures(t)
 	cases := []struct{ name, doc, want string }{
 		{"not JSON", "{\n  \"agtp-a\": {\"parley\": \"ready\",\n  }\n}", "line 3"},
-		{"unknown fixture", "{\n  \"agtp-a\": {\"parley\": \"ready\", \"agtp\": \"127.0.0.1:1\"},\n  \"agtp-zz\": {\"parley\": \"ready\"}\n}", `line 3: "agtp-zz" is no fixture`},
-		{"AGTP fixture without agtp", "{\n\n  \"agtp-a\": {\"parley\": \"ready\", \"http\": \"http://127.0.0.1:1\"}\n}", "line 3: fixture agtp-a is an AGTP fixture"},
-		{"HTTP fixture without http", "{\"openwop-b\": {\"parley\": \"ready\", \"agtp\": \"127.0.0.1:1\"}}", "no \"http\" base URL"},
-		{"a host running another fixture", "{\"openwop-b\": {\"parley\": \"ready\", \"http\": \"http://127.0.0.1:1\", \"fixture\": \"agtp-a\"}}", "says it runs fixture agtp-a"},
-		{"a declined line", "{\"openwop-b\": {\"parley\": \"declined\", \"reason\": \"x\"}}", "want a ready line"},
-		{"an unknown member", "{\"openwop-b\": {\"parley\": \"ready\", \"http\": \"http://127.0.0.1:1\", \"htp\": 1}}", "unknown field"},
+		{"unknown fixture", "{\n  \"agtp-a\": {\"parley\": \"ready\", \"fixture\": \"agtp-a\", \"agtp\": \"127.0.0.1:1\"},\n  \"agtp-zz\": {\"parley\": \"ready\"}\n}", `line 3: "agtp-zz" is no fixture`},
+		{"AGTP fixture without agtp", "{\n\n  \"agtp-a\": {\"parley\": \"ready\", \"fixture\": \"agtp-a\", \"http\": \"http://127.0.0.1:1\"}\n}", "line 3: fixture agtp-a is an AGTP fixture"},
+		{"HTTP fixture without http", `{"openwop-b": {"parley": "ready", "fixture": "openwop-b", "agtp": "127.0.0.1:1"}}`, `no "http" base URL`},
+		{"a host running another fixture", `{"openwop-b": {"parley": "ready", "http": "http://127.0.0.1:1", "fixture": "agtp-a"}}`, "says it runs fixture agtp-a"},
+		{"a host that does not say", `{"openwop-b": {"parley": "ready", "http": "http://127.0.0.1:1"}}`, `add "fixture": "openwop-b"`},
+		{"a declined line", `{"openwop-b": {"parley": "declined", "reason": "x"}}`, "want a ready line"},
+		{"an unknown member", `{"openwop-b": {"parley": "ready", "fixture": "openwop-b", "http": "http://127.0.0.1:1", "htp": 1}}`, "unknown field"},
 	}
 	for _, c := range cases {
 		_, err := ParseHosts([]byte(c.doc), known)
@@ -94,8 +95,8 @@ func TestADeployedHostIsLentByItsFixtureAndNeverRestarted(t *testing.T) {
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadAddr := dead.Addr().String()
 	dead.Close()
-	hosts, err := ParseHosts([]byte(`{"agtp-a": {"parley": "ready", "agtp": "`+ln.Addr().String()+`", "unsupported": ["plaintext-listener"]},
-		"openwop-b": {"parley": "ready", "http": "http://`+deadAddr+`"}}`), known)
+	hosts, err := ParseHosts([]byte(`{"agtp-a": {"parley": "ready", "fixture": "agtp-a", "agtp": "`+ln.Addr().String()+`", "unsupported": ["plaintext-listener"]},
+		"openwop-b": {"parley": "ready", "fixture": "openwop-b", "http": "http://`+deadAddr+`"}}`), known)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -64,14 +65,17 @@ func main() {
 	os.Exit(execute(os.Args[1:]))
 }
 
-func execute(args []string) int {
+func execute(args []string) int { return executeTo(args, os.Stderr) }
+
+// executeTo runs the command line, writing the error that ends it to stderr.
+func executeTo(args []string, stderr io.Writer) int {
 	root := newRoot()
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(os.Stderr, "parley:", err)
+	fmt.Fprintln(stderr, "parley:", err)
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

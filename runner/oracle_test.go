@@ -1,0 +1,79 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/target"
+)
+
+// TestVerdictsDoNotDependOnSharingHosts is the oracle for fixtures and
+// leases: the whole corpus runs on the reference host with scenarios sharing
+// one host per fixture, and again with a host per scenario (--isolate), in
+// three scenario orders; every requirement must get the same verdict in
+// every run. A scenario that sees another's state through a shared host, or
+// a fixture that differs from what its scenarios describe, shows up here.
+func TestVerdictsDoNotDependOnSharingHosts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the whole corpus six times")
+	}
+	reg, corpus, err := scenarios.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := os.Getenv("PARLEY_TAGS")
+	type run struct {
+		name string
+		res  *runner.Result
+	}
+	var runs []run
+	for _, seed := range []int64{1, 2, 3} {
+		for _, isolate := range []bool{false, true} {
+			tgt := target.NewRefhost()
+			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Seed: seed, Isolate: isolate, Tags: tags})
+			_ = tgt.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mode := "shared"
+			if isolate {
+				mode = "isolated"
+			}
+			runs = append(runs, run{fmt.Sprintf("%s, seed %d (%d hosts)", mode, seed, res.Hosts), res})
+		}
+	}
+	base := map[string]string{}
+	for _, r := range runs[0].res.Rows {
+		base[r.ID] = r.Result
+	}
+	for _, rn := range runs[1:] {
+		for _, r := range rn.res.Rows {
+			if base[r.ID] != r.Result {
+				t.Errorf("%s: %s in the %s run, %s in the %s run: %s", r.ID, base[r.ID], runs[0].name, r.Result, rn.name, firstLine(r.Detail))
+			}
+		}
+		if len(rn.res.Rows) != len(base) {
+			t.Errorf("the %s run has %d requirement rows, the %s run %d", rn.name, len(rn.res.Rows), runs[0].name, len(base))
+		}
+	}
+	for _, rn := range runs {
+		t.Log(rn.name)
+		if faults := rn.res.SuiteFaults(); len(faults) > 0 {
+			t.Errorf("%s: %d scenarios were suite faults, first: %s:%d %s", rn.name, len(faults), faults[0].URI, faults[0].Line, firstLine(faults[0].Detail))
+		}
+	}
+	// Sharing must share: the isolated runs start a host per scenario.
+	if shared, isolated := runs[0].res.Hosts, runs[1].res.Hosts; shared >= isolated {
+		t.Errorf("sharing started %d hosts and isolating %d", shared, isolated)
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
