@@ -517,7 +517,7 @@ class Host:
                     if fresh["consumed_at"] is not None:
                         raise self.consumed_denial(fresh, 4)
                 raise deny(409, "invalid_protocol_state", "invalid_protocol_state", 4, "the resource is %s; this needs %s" % (cur["state"], want))
-        dest = self.dest[im["destination"]]
+        dest = self.destination(im, c)
         snap = {"canon_version": canon.CANON_VERSION, "operation": op, "contract_version": c["contract_version"],
                 "contract_fingerprint": c["_fp"], "implementation_fingerprint": c["implementation_fingerprint"],
                 "policy_fingerprint": self.policy_fp, "execution_id": req["execution_id"], "principal": req["principal"],
@@ -569,8 +569,10 @@ class Host:
         out = []
         for im in IMPLEMENTATIONS:
             d = self.dest[im["destination"]]
+            accounts = ([d["account"]] if d.get("url") and d.get("account") else []) + [a.get("account") for a in d.get("accounts") or []]
             v = {"name": im["name"], "fingerprint": im["fingerprint"], "effects": im["effects"],
-                 "destination_configured": bool(d.get("url")), "destination_idempotent": bool(d.get("honours_idempotency_key", False))}
+                 "destination_configured": bool(d.get("url") or d.get("accounts")),
+                 "destination_idempotent": bool(d.get("honours_idempotency_key", False)), "destination_accounts": accounts}
             if im.get("resource_kind"):
                 v["resource_kind"], v["protocol"] = im["resource_kind"], im["protocol"]
             out.append(v)
@@ -578,7 +580,7 @@ class Host:
 
     CONTRACT_MEMBERS = ("qualified_name", "contract_version", "implementation", "implementation_fingerprint", "input_type", "output_type",
                         "authority_requirements", "possible_effects", "protocol_preconditions", "protocol_outcomes",
-                        "approval_requirement", "idempotency_contract", "scheduling_contract")
+                        "approval_requirement", "idempotency_contract", "scheduling_contract", "destination_account")
 
     def normalize_contract(self, b):
         def bad(msg):
@@ -645,7 +647,33 @@ class Host:
             out["output_type"] = b["output_type"]
         if b.get("protocol_outcomes") is not None:
             out["protocol_outcomes"] = b["protocol_outcomes"]
+        if b.get("destination_account") is not None:
+            acct = b["destination_account"]
+            if not isinstance(acct, str) or not acct:
+                raise bad("destination_account names an account")
+            if self.account(self.dest[im["destination"]], acct) is None:
+                raise bad("destination_account %s is not an account of %s's destination on this host" % (acct, im["name"]))
+            out["destination_account"] = acct
         return out
+
+    @staticmethod
+    def account(d, name):
+        """The configured account called name of destination d (its own url and
+        account when name is empty); None when it has no such account."""
+        if not name:
+            return {"url": d.get("url", ""), "account": d.get("account", ""),
+                    "honours_idempotency_key": bool(d.get("honours_idempotency_key", False))}
+        if d.get("url") and d.get("account") == name:
+            return {"url": d["url"], "account": name, "honours_idempotency_key": bool(d.get("honours_idempotency_key", False))}
+        for a in d.get("accounts") or []:
+            if a.get("account") == name:
+                return {"url": a.get("url", ""), "account": name, "honours_idempotency_key": bool(a.get("honours_idempotency_key", False))}
+        return None
+
+    def destination(self, im, c):
+        """Where a contract's operations go: the account it names, or the
+        destination's own url and account."""
+        return self.account(self.dest[im["destination"]], (c or {}).get("destination_account")) or {}
 
     def h_register(self, rq):
         self.require(rq.headers, "operator", self.keys.get("operator_key"))
@@ -1169,11 +1197,11 @@ class Host:
         c = ev["contract"]
         im = ev["impl"]
         args = canon.parse(p["snapshot"])["arguments"]
-        dest = self.dest[im["destination"]]
+        dest = self.destination(im, c)
         sc = c["scheduling_contract"]
         attempt = 1
         while True:
-            res = self.invoke(im, op_id, c["qualified_name"], args, {
+            res = self.invoke(im, dest, self.timeout_of(c), op_id, c["qualified_name"], args, {
                 "execution_id": p["execution_id"], "principal": p["principal"], "agent_id": p["agent_id"], "grant_id": ev["grant"]["id"],
                 "permit_id": permit["id"] if permit else None, "proposal_id": p["id"], "snapshot_digest": p["digest"], "attempt": attempt}, f)
             if res["kind"] == "abandoned":
@@ -1239,14 +1267,19 @@ class Host:
             if faultable and self.fire("completion", p["operation"]) == "fail":
                 raise RuntimeError("injected: the outcome transaction fails")
 
-    def invoke(self, im, op_id, qname, args, context, f):
-        d = self.dest[im["destination"]]
+    def timeout_of(self, c):
+        """The handler's deadline in ms: the host's, or the contract's
+        scheduling_contract.timeout_ms when that is shorter."""
+        t = int((c or {}).get("scheduling_contract", {}).get("timeout_ms") or 0)
+        return min(self.handler_timeout, t) if t > 0 else self.handler_timeout
+
+    def invoke(self, im, d, timeout_ms, op_id, qname, args, context, f):
         url = urllib.parse.urlsplit(d.get("url", ""))
         if not url.hostname:
             return {"kind": "no_effect", "reason": "no destination configured"}
         if f.is_cancelled():
             return {"kind": "no_effect", "failure": "cancelled", "reason": "cancelled before the call was made"}
-        conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=self.handler_timeout / 1000.0)
+        conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=timeout_ms / 1000.0)
         with f.lock:
             f.conn = conn
         try:
@@ -1438,8 +1471,7 @@ class Host:
         rows = self.store.all("SELECT * FROM operations WHERE execution_id=? ORDER BY created_at, id LIMIT 1000", ex)
         return 200, {"operations": [self.op_view(o) for o in rows]}
 
-    def lookup(self, im, key):
-        d = self.dest[im["destination"]]
+    def lookup(self, d, key):
         url = urllib.parse.urlsplit(d.get("url", ""))
         conn = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=self.handler_timeout / 1000.0)
         try:
@@ -1471,7 +1503,7 @@ class Host:
         if b["method"] == "receiver_lookup":
             ct = self.contract(o["operation"])
             try:
-                found, mid = self.lookup(IMPL[ct["implementation"]], o["id"])
+                found, mid = self.lookup(self.destination(IMPL[ct["implementation"]], ct), o["id"])
             except (OSError, http.client.HTTPException, canon.CanonError) as e:
                 raise deny(502, "destination_unreachable", "reconciliation", 0, "the receiver could not be asked: %s" % e, retryable=True)
             resolution = "completed" if found else "no_effect"
@@ -1651,7 +1683,7 @@ class Host:
             if ct is None:
                 return
             im = IMPL.get(ct["implementation"])
-            dest = self.dest[im["destination"]] if im else {}
+            dest = self.destination(im, ct) if im else {}
             if im is None or ct["idempotency_contract"]["kind"] != "destination_key" or not dest.get("honours_idempotency_key") \
                     or o["attempt"] >= ct["scheduling_contract"]["max_attempts"]:
                 return
@@ -1682,7 +1714,7 @@ class Host:
                              (attempt, self.now(), oid, o["attempt"])).rowcount != 1:
                     return
                 self.audit(c, self.op_audit("retry", p, None, permit_id=o["permit_id"], attempt=attempt, detail="recovery: sending again under the same key"))
-            res = self.invoke(im, oid, o["operation"], snap["arguments"], {
+            res = self.invoke(im, dest, self.handler_timeout, oid, o["operation"], snap["arguments"], {
                 "execution_id": o["execution_id"], "principal": o["principal"], "agent_id": o["agent_id"], "grant_id": p["grant_id"],
                 "permit_id": o["permit_id"], "proposal_id": p["id"], "snapshot_digest": p["digest"], "attempt": attempt}, Flight())
             if res["kind"] != "success":
