@@ -18,10 +18,15 @@ Feature: Attribution-Record extension fields
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the Attribution-Record carries the contract's synthesis_id, a contract_hash and negotiation_origin "rcns-gate"
 
+    @fixture:agtp-confirm-first
     Examples:
       | mode          | transport          |
       | confirm-first | TLS 1.3            |
       | confirm-first | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | mode          | transport          |
       | optimistic    | TLS 1.3            |
       | optimistic    | plaintext loopback |
 
@@ -37,6 +42,7 @@ Feature: Attribution-Record extension fields
     And "alice" sends BOOK /room/{room} presenting the contract 3 times
     Then every contract_hash seen is 64 lowercase hex, the same each time, and equal to the previewed one
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -59,6 +65,7 @@ Feature: Attribution-Record extension fields
     And the Attribution-Record carries none of synthesis_id, contract_hash, negotiation_origin
     And the room record {room2} exists
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -74,6 +81,7 @@ Feature: Attribution-Record extension fields
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the Attribution-Record carries the contract's synthesis_id, a contract_hash and negotiation_origin "propose"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |

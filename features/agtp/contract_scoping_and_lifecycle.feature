@@ -25,11 +25,16 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | mode          | transport          |
       | confirm-first | TLS 1.3            |
-      | optimistic    | plaintext loopback |
       | confirm-first | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | mode          | transport          |
+      | optimistic    | plaintext loopback |
       | optimistic    | TLS 1.3            |
 
   @req:agtp.rcns.contract.not-yours @profile:agtp-rcns
@@ -45,14 +50,19 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting contract "mine"
     Then the response is served under contract "mine"
 
+    @fixture:agtp-confirm-first
     Examples:
       | how                   | allow | transport          |
       | in the wrapped form   | false | TLS 1.3            |
       | in the legacy form    | false | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | how                   | allow | transport          |
       | with persistent: true | true  | TLS 1.3            |
       | with persistent: true | true  | plaintext loopback |
 
-  @req:agtp.rcns.contract.not-yours @profile:agtp-rcns
+  @req:agtp.rcns.contract.not-yours @profile:agtp-rcns @exclusive
   Scenario Outline: A contract the host kept across a <restart> is still not another agent's [<transport>]
     Given an AGTP server reached over <transport>
     And the host keeps its state where the suite can restart it
@@ -66,6 +76,7 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | restart       | restart step                          | transport          |
       | clean restart | the host is restarted                 | TLS 1.3            |
@@ -86,11 +97,16 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | how                              | mode          | transport          |
       | presenting                       | confirm-first | TLS 1.3            |
-      | presenting                       | optimistic    | plaintext loopback |
       | with Allow-RCNS: true presenting | confirm-first | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | how                              | mode          | transport          |
+      | presenting                       | optimistic    | plaintext loopback |
       | with Allow-RCNS: true presenting | optimistic    | TLS 1.3            |
 
   @req:agtp.rcns.contract.expired-or-revoked-464 @profile:agtp-rcns
@@ -105,6 +121,7 @@ Feature: Contract scoping and lifecycle
     And "alice" sends BOOK /room/{room} presenting the contract
     Then the response status is 464 with reason contract-revoked
 
+    @fixture:agtp-short-ttl
     Examples:
       | ended   | ending                                                       | transport          |
       | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | TLS 1.3            |
@@ -123,6 +140,7 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response refuses the released contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -139,6 +157,7 @@ Feature: Contract scoping and lifecycle
     When "alice" reads its lifecycle stream
     Then the lifecycle stream has an rcns_release event for the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -157,6 +176,7 @@ Feature: Contract scoping and lifecycle
     Then the response is served under the contract
     And "alice" can still release the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | role                                 | grant                                | transport          |
       | another agent                        | rooms:*, rcns:negotiate              | TLS 1.3            |
@@ -176,6 +196,7 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response status is 464 with reason contract-revoked
 
+    @fixture:agtp-confirm-first
     Examples:
       | role                        | who   | transport          |
       | originator                  | alice | TLS 1.3            |
@@ -195,6 +216,7 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | grant                   | transport          |
       | rooms:*, rcns:negotiate | TLS 1.3            |
@@ -214,6 +236,7 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response status is 464 with reason contract-revoked
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -234,6 +257,7 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is not served under the contract
 
+    @fixture:agtp-short-ttl
     Examples:
       | transport          |
       | TLS 1.3            |

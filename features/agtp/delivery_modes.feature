@@ -15,6 +15,7 @@ Feature: Delivery modes
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response is a 461 contract preview for BOOK /room/{room}
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -30,6 +31,7 @@ Feature: Delivery modes
     Then the response status is 461
     And the room record {room} does not exist
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -47,6 +49,7 @@ Feature: Delivery modes
     Then the response is served under the contract
     And the room record {room} exists
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -66,6 +69,7 @@ Feature: Delivery modes
     And the room record {room} does not exist
     When "alice" accepts the preview
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -82,6 +86,7 @@ Feature: Delivery modes
     And the response is served under the contract
     And the room record {room} exists
 
+    @fixture:agtp-optimistic
     Examples:
       | transport          |
       | TLS 1.3            |

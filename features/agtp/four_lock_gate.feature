@@ -15,6 +15,7 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is 464 with reason rcns-disabled
 
+    @fixture:agtp-rcns-disabled
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -29,6 +30,7 @@ Feature: The four-lock dispatcher gate
     Then the response is the standard unregistered-pair refusal
     And "alice" holds no contract for BOOK <target>
 
+    @fixture:agtp-confirm-first
     Examples:
       | header                   | target      | transport          |
       | without Allow-RCNS       | /room/{room} | TLS 1.3            |
@@ -46,6 +48,7 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true claiming "rooms:write"
     Then the response status is 262 with reason scope-required naming scope rcns:negotiate
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -59,6 +62,7 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is 455 with reason scope-exceeded naming scope rcns:negotiate
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -74,6 +78,7 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is <answer>
 
+    @fixture:agtp-gate-strict
     Examples:
       | tier | answer                                   | transport          |
       | 3    | 464 with reason trust-tier-insufficient | TLS 1.3            |
@@ -99,6 +104,7 @@ Feature: The four-lock dispatcher gate
     And "alice" holds no contract for BOOK /room/{room}
     And the room record {room} does not exist
 
+    @fixture:agtp-gate-strict
     Examples:
       | lock          | tier | grant                   | how                                                     | transport          |
       | opt-in        | 1    | rooms:*, rcns:negotiate | without Allow-RCNS                                      | plaintext loopback |
@@ -119,6 +125,7 @@ Feature: The four-lock dispatcher gate
     And the response names no synthesis_id
     And the room record {room} does not exist
 
+    @fixture:agtp-rcns-disabled
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -134,6 +141,7 @@ Feature: The four-lock dispatcher gate
     Then the response is served under the contract
     And once "alice" releases the contract, no other contract of its serves BOOK /room/{room}
 
+    @fixture:agtp-confirm-first
     Examples:
       | how                                           | transport          |
       | presenting the contract                       | TLS 1.3            |
@@ -153,6 +161,7 @@ Feature: The four-lock dispatcher gate
     Then the answer is the server policy lock's refusal
     And the response carries a fresh RCNS-Attempt-Id
 
+    @fixture:agtp-rcns-disabled
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -162,10 +171,10 @@ Feature: The four-lock dispatcher gate
   Scenario Outline: A 464 on lock 4 or on contract resolution carries an RCNS-Attempt-Id [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets min_trust_tier = 1
+    And its [policies.rcns] sets min_trust_tier = 2
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
-    And agent "trudy" has trust tier 2 and is granted "rooms:*, rcns:negotiate"
+    And agent "trudy" has trust tier 3 and is granted "rooms:*, rcns:negotiate"
     When "trudy" sends BOOK /room/{room2} with Allow-RCNS: true
     Then the answer is the trust tier lock's refusal
     And the response carries a fresh RCNS-Attempt-Id
@@ -174,6 +183,7 @@ Feature: The four-lock dispatcher gate
     Then the answer is the contract-not-yours refusal
     And the response carries a fresh RCNS-Attempt-Id
 
+    @fixture:agtp-gate-strict
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -188,6 +198,7 @@ Feature: The four-lock dispatcher gate
     Then the response status is 464 with reason <reason>
     And the response carries a fresh RCNS-Attempt-Id
 
+    @fixture:agtp-confirm-first
     Examples:
       | path         | reason                 | transport          |
       | /desk/{desk} | composition-impossible | TLS 1.3            |
@@ -205,6 +216,7 @@ Feature: The four-lock dispatcher gate
     Then the response status is 464 with reason contract-revoked
     And the response carries a fresh RCNS-Attempt-Id
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -224,11 +236,16 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response delivers a contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | method  | path         | mode          | transport          |
       | BOOK    | /desk/{desk} | confirm-first | TLS 1.3            |
-      | LIST    | /desk/{desk} | optimistic    | plaintext loopback |
       | RESERVE | /room/{room2} | confirm-first | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | method  | path         | mode          | transport          |
+      | LIST    | /desk/{desk} | optimistic    | plaintext loopback |
       | PENCIL  | /room/{room2} | optimistic    | TLS 1.3            |
 
   # Recipe hall-booking covers BOOK /hall/{id} but composes a capability the
@@ -245,10 +262,15 @@ Feature: The four-lock dispatcher gate
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response delivers a contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | mode          | transport          |
       | confirm-first | TLS 1.3            |
       | confirm-first | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | mode          | transport          |
       | optimistic    | TLS 1.3            |
       | optimistic    | plaintext loopback |
 
@@ -261,11 +283,20 @@ Feature: The four-lock dispatcher gate
     When "alice" sends <method> <target> with Allow-RCNS: true
     Then the response is served by its registration
 
+    @fixture:agtp-confirm-first
     Examples:
       | tier | method | target           | rcns                  | enabled | mode          | transport          |
       | A    | LIST   | /rooms           | confirm-first         | true    | confirm-first | TLS 1.3            |
+      | B    | QUOTE  | /tariff          | confirm-first         | true    | confirm-first | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | tier | method | target           | rcns                  | enabled | mode          | transport          |
       | A    | CREATE | /room?id={room2} | optimistic            | true    | optimistic    | plaintext loopback |
       | B    | QUOTE  | /tariff          | optimistic            | true    | optimistic    | TLS 1.3            |
-      | B    | QUOTE  | /tariff          | confirm-first         | true    | confirm-first | plaintext loopback |
+
+    @fixture:agtp-rcns-disabled
+    Examples:
+      | tier | method | target           | rcns                  | enabled | mode          | transport          |
       | A    | LIST   | /rooms           | RCNS disabled         | false   | confirm-first | plaintext loopback |
-      | B    | QUOTE  | /tariff          | RCNS disabled         | false   | optimistic    | TLS 1.3            |
+      | B    | QUOTE  | /tariff          | RCNS disabled         | false   | confirm-first | TLS 1.3            |

@@ -10,13 +10,14 @@ Feature: Headers and rate limiting
   Scenario Outline: Past the ceiling a gate evaluation is 429 with scope rcns [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets rate_limit_per_minute = 3
+    And its [policies.rcns] sets rate_limit_per_minute = 2
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
-    When "alice" sends 3 gate requests for fresh rooms
+    When "alice" sends 2 gate requests for fresh rooms
     And "alice" sends BOOK /room/{fresh} with Allow-RCNS: true
     Then the response status is 429
     And the response body carries scope rcns
 
+    @fixture:agtp-gate-strict
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -34,6 +35,7 @@ Feature: Headers and rate limiting
     When "bob" sends BOOK /room/{fresh} with Allow-RCNS: true
     Then the response status is 461
 
+    @fixture:agtp-gate-strict
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -49,6 +51,7 @@ Feature: Headers and rate limiting
     And "alice" sends BOOK /room/{fresh} with Allow-RCNS: true
     Then the response status is 429
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -65,6 +68,7 @@ Feature: Headers and rate limiting
     When "alice" sends BOOK /room/{room} presenting contract "held" 4 times
     Then each of them is served under contract "held"
 
+    @fixture:agtp-gate-strict
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -81,6 +85,7 @@ Feature: Headers and rate limiting
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true with Idempotency-Key "k1"
     Then the response is a replay of "alice"'s first response to Idempotency-Key "k1"
 
+    @fixture:agtp-optimistic
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -99,6 +104,7 @@ Feature: Headers and rate limiting
     Then the request succeeded
     And the response is not "alice"'s response to Idempotency-Key "k1"
 
+    @fixture:agtp-optimistic
     Examples:
       | transport          |
       | TLS 1.3            |

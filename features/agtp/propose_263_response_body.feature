@@ -1,5 +1,6 @@
 # agtp-rcns.txt, "263 Response Body" (and "Recipe Versioning" for the
 # captured version it presents). Fixture recipe room-booking is at version 1.
+@fixture:agtp-confirm-first
 Feature: The 263 Proposal Approved body
   An approved proposal answers 263 naming the synthesized endpoint by its
   top-level method and path (the proposed pair), with its synthesis_id, the

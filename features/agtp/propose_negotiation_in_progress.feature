@@ -3,6 +3,7 @@
 # to operator review ([policies.propose] review); the operator ("ops",
 # holding inspect:all) decides with CONFIRM target_id=<proposal_id>
 # status=approved|rejected. The proposer polls QUERY /proposals/{proposal_id}.
+@fixture:agtp-confirm-first
 Feature: Negotiation in progress
   A proposal accepted for evaluation but not yet decided answers 261; the
   agent polls QUERY /proposals/{proposal_id} until the terminal status.

@@ -1,6 +1,7 @@
 # agtp-rcns.txt, "PROPOSE Request Body Shape". A proposal is sent as PROPOSE
 # to target / with the endpoint definition in the request envelope's
 # parameters: under endpoint (wrapped form) or beside a name (legacy form).
+@fixture:agtp-confirm-first
 Feature: PROPOSE request body shape
   A server accepts both body forms and refuses a body that carries both.
 

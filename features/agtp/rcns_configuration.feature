@@ -12,6 +12,7 @@ Feature: RCNS configuration defaults
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is 464 with reason rcns-disabled
 
+    @fixture:agtp-rcns-unset
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -27,6 +28,7 @@ Feature: RCNS configuration defaults
     Then the response status is 461
     And the room record {room} does not exist
 
+    @fixture:agtp-short-ttl
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -42,6 +44,7 @@ Feature: RCNS configuration defaults
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response status is <answer>
 
+    @fixture:agtp-confirm-first
     Examples:
       | tier | answer                                   | transport          |
       | 2    | 464 with reason trust-tier-insufficient | TLS 1.3            |

@@ -16,6 +16,7 @@ Feature: The RCNS inventory
     Then the patterns include recipe "room-booking" version "1" for BOOK /room/{id}
     And the AGTP body satisfies the schema "agtp/patterns.json"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -34,6 +35,7 @@ Feature: The RCNS inventory
     And the listing omits contract "theirs"
     And the AGTP body satisfies the schema "agtp/contracts.json"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -53,6 +55,7 @@ Feature: The RCNS inventory
     And the listing includes contract "theirs"
     And the AGTP body satisfies the schema "agtp/contracts.json"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -68,6 +71,7 @@ Feature: The RCNS inventory
     Then the response describes contract "mine" for BOOK /room/{room} under recipe "room-booking" version "1"
     And the AGTP body satisfies the schema "agtp/contract.json"
 
+    @fixture:agtp-confirm-first
     Examples:
       | how         | obtained                                                                    | transport          |
       | via gate    | "alice" holds an active contract for BOOK /room/{room} remembered as "mine" | TLS 1.3            |
@@ -85,6 +89,7 @@ Feature: The RCNS inventory
     When "bob" inspects contract "mine"
     Then the response reveals nothing of contract "mine"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -100,6 +105,7 @@ Feature: The RCNS inventory
     Then the response status is 404
     And "alice" can inspect the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -117,10 +123,15 @@ Feature: The RCNS inventory
     Then the attempt record names status 464, reason <reason> and BOOK /room/{room}
     And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
 
+    @fixture:agtp-gate-strict
     Examples:
       | enabled | lock          | reason                  | transport          |
       | true    | trust tier    | trust-tier-insufficient | TLS 1.3            |
       | true    | trust tier    | trust-tier-insufficient | plaintext loopback |
+
+    @fixture:agtp-rcns-disabled
+    Examples:
+      | enabled | lock          | reason                  | transport          |
       | false   | server policy | rcns-disabled           | TLS 1.3            |
       | false   | server policy | rcns-disabled           | plaintext loopback |
 
@@ -135,6 +146,7 @@ Feature: The RCNS inventory
     Then the attempt record names status 464, reason <reason> and BOOK <path>
     And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
 
+    @fixture:agtp-confirm-first
     Examples:
       | path         | reason                 | transport          |
       | /desk/{desk} | composition-impossible | TLS 1.3            |
@@ -155,6 +167,7 @@ Feature: The RCNS inventory
     Then the attempt record names status 464, reason contract-not-yours and BOOK /room/{room}
     And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -174,6 +187,7 @@ Feature: The RCNS inventory
     Then the attempt record names status 464, reason contract-revoked and BOOK /room/{room}
     And the AGTP body satisfies the schema "agtp/rcns-attempt.json"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |

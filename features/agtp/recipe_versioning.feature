@@ -1,12 +1,16 @@
 # agtp-rcns.txt, "Recipe Versioning". The operator edits policy through the
 # host's recipe seam: recipe room-booking version 1 answers 201; version 2
-# composes store-room-v2 and answers 202. A version is an opaque string: the
-# scenarios that configure one in another form need no seam.
+# composes store-room-v2 and answers 202. An edit changes the host for every
+# scenario, so those scenarios take their host alone. A version is an opaque
+# string: the fixture's recipes room-booking-a to -i serve BOOK /room-a/{id}
+# to /room-i/{id} at versions written in other forms, and the scenarios that
+# read them need no seam.
+@fixture:agtp-confirm-first
 Feature: Recipe versioning
   Synthesis captures the recipe version in effect; the contract presents it
   and keeps executing under it after the operator edits the recipe.
 
-  @req:agtp.rcns.recipe.version-captured @profile:agtp-rcns
+  @req:agtp.rcns.recipe.version-captured @profile:agtp-rcns @exclusive
   Scenario Outline: The captured recipe version is presented in the preview and by INSPECT [<transport>]
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
@@ -27,7 +31,7 @@ Feature: Recipe versioning
       | TLS 1.3            |
       | plaintext loopback |
 
-  @req:agtp.rcns.recipe.executes-captured-version @profile:agtp-rcns
+  @req:agtp.rcns.recipe.executes-captured-version @profile:agtp-rcns @exclusive
   Scenario Outline: A contract keeps executing its captured version after an edit [<transport>]
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
@@ -48,7 +52,7 @@ Feature: Recipe versioning
       | TLS 1.3            |
       | plaintext loopback |
 
-  @req:agtp.propose.recipe.new-version-new-contract @profile:agtp-rcns
+  @req:agtp.propose.recipe.new-version-new-contract @profile:agtp-rcns @exclusive
   Scenario Outline: A PROPOSE after a recipe edit gets a new contract while the old keeps its version [<transport>]
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
@@ -81,36 +85,37 @@ Feature: Recipe versioning
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets mode = "confirm-first"
-    And its recipe "room-booking" is at version "<version>"
+    And its recipe "<recipe>" is at version "<version>"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
-    When "alice" sends BOOK /room/{room} with Allow-RCNS: true
+    When "alice" sends BOOK <path> with Allow-RCNS: true
     Then the response status is 461
+    And the AGTP field "recipe_lineage.recipe_name" is "<recipe>"
     And the AGTP field "recipe_lineage.recipe_version" is the string "<version>"
     When "alice" accepts the preview
     And "alice" inspects the contract
     Then the AGTP field "recipe_lineage.recipe_version" is the string "<version>"
 
     Examples:
-      | version              | transport          |
-      | 2026-03-01T09:30:00Z | TLS 1.3            |
-      | v1.10.0              | plaintext loopback |
-      | 007                  | TLS 1.3            |
-      | 1.0                  | plaintext loopback |
+      | recipe         | path           | version              | transport          |
+      | room-booking-d | /room-d/{room} | 2026-03-01T09:30:00Z | TLS 1.3            |
+      | room-booking-b | /room-b/{room} | v1.10.0              | plaintext loopback |
+      | room-booking-c | /room-c/{room} | 007                  | TLS 1.3            |
+      | room-booking-a | /room-a/{room} | 1.0                  | plaintext loopback |
 
   @req:agtp.rcns.recipe.version-opaque @profile:agtp-rcns
   Scenario Outline: A recipe version is presented exactly as the operator wrote it ("<version>", PROPOSE) [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its recipe "room-booking" is at version "<version>"
+    And its recipe "<recipe>" is at version "<version>"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
-    When "alice" proposes BOOK /room/{room}
-    Then the 263 body carries synthesis_id, endpoint and recipe_lineage "room-booking" version "<version>"
+    When "alice" proposes BOOK <path>
+    Then the 263 body carries synthesis_id, endpoint and recipe_lineage "<recipe>" version "<version>"
     When "alice" inspects the contract
     Then the AGTP field "recipe_lineage.recipe_version" is the string "<version>"
 
     Examples:
-      | version        | transport          |
-      | 1.0            | TLS 1.3            |
-      | 007            | plaintext loopback |
-      | release 4 (b)  | TLS 1.3            |
-      | v1.10.0        | plaintext loopback |
+      | recipe         | path           | version       | transport          |
+      | room-booking-a | /room-a/{room} | 1.0           | TLS 1.3            |
+      | room-booking-c | /room-c/{room} | 007           | plaintext loopback |
+      | room-booking-e | /room-e/{room} | release 4 (b) | TLS 1.3            |
+      | room-booking-b | /room-b/{room} | v1.10.0       | plaintext loopback |

@@ -9,6 +9,7 @@
 # through the Tier C resolver (docs/interpretations.md); it is not checked
 # where the proposed pair is malformed on purpose, since no request can
 # address it.
+@fixture:agtp-confirm-first
 Feature: Server-side synthesis evaluation
   The server evaluates a proposal's method, path, semantic block, schemas,
   authority, the capability envelope and its policy, in that order, and the

@@ -24,6 +24,7 @@ Feature: Session-scoped and persistent synthesis
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is not served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -47,6 +48,7 @@ Feature: Session-scoped and persistent synthesis
     Then the request succeeded
     And the room record {room} exists
 
+    @fixture:agtp-optimistic
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -68,6 +70,7 @@ Feature: Session-scoped and persistent synthesis
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is the standard unregistered-pair refusal
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |

@@ -1,7 +1,12 @@
 # agtp-rcns.txt, "Stale Contract Sweep" and the REVOKE
 # target=stale-contracts parameters. The operator edits policy through the
 # host's recipe seam (docs/host-interface.md): recipe room-booking version
-# 1 answers 201; version 2 composes store-room-v2 and answers 202.
+# 1 answers 201; version 2 composes store-room-v2 and answers 202. A recipe
+# edit and a sweep change the whole host, so every scenario here takes its
+# host alone. The drift scenarios start from the fixture's recipes
+# room-booking-a to -i (BOOK /room-a/{id} to /room-i/{id}), each at a
+# version written in another form.
+@exclusive
 Feature: Stale contract sweep
   The operator fires REVOKE target=stale-contracts after editing recipes.
   Grandfather reports drift and leaves contracts running; invalidate evicts
@@ -23,6 +28,7 @@ Feature: Stale contract sweep
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -43,6 +49,7 @@ Feature: Stale contract sweep
     When "alice" sends BOOK /room/{room2} presenting contract "new"
     Then the response is served under contract "new"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -62,6 +69,7 @@ Feature: Stale contract sweep
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response status is 404
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -81,6 +89,7 @@ Feature: Stale contract sweep
     When "alice" reads its lifecycle stream
     Then the lifecycle stream has an rcns_release event for the contract with reason "policy-change-invalidation" and actor "ops-console"
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -102,6 +111,7 @@ Feature: Stale contract sweep
     When "alice" sends SCHEDULE /slot/{slot} presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -120,6 +130,7 @@ Feature: Stale contract sweep
     Then the sweep reports the contract as <disposition>
     And the sweep reports the contract with current_version null
 
+    @fixture:agtp-confirm-first
     Examples:
       | mode        | disposition   | transport          |
       | invalidate  | evicted       | TLS 1.3            |
@@ -141,6 +152,7 @@ Feature: Stale contract sweep
     When "alice" sends BOOK /room/{room} presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | role                                   | who   | grant                   | claim                  | answer                         | transport          |
       | the contract's originator              | alice | rooms:read              |                        | 455 with reason scope-exceeded | TLS 1.3            |
@@ -161,10 +173,15 @@ Feature: Stale contract sweep
     And "ops" sends REVOKE target=stale-contracts actor=ops-console
     Then the sweep reports the contract as <disposition>
 
+    @fixture:agtp-confirm-first
     Examples:
       | setting                                                     | disposition   | transport          |
       | its [policies.rcns] leaves on_policy_change unset           | grandfathered | TLS 1.3            |
       | its [policies.rcns] leaves on_policy_change unset           | grandfathered | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | setting                                                     | disposition   | transport          |
       | its [policies.rcns] sets on_policy_change = "invalidate"    | evicted       | TLS 1.3            |
       | its [policies.rcns] sets on_policy_change = "invalidate"    | evicted       | plaintext loopback |
 
@@ -175,40 +192,42 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
-    And its recipe "room-booking" is at version "<from>"
+    And its recipe "<recipe>" is at version "<from>"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "<to>", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK <path>
+    When the operator edits recipe "<recipe>" to version "<to>", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=grandfather actor=ops-console
     Then the sweep reports the contract as grandfathered
-    When "alice" sends BOOK /room/{room} presenting the contract
+    When "alice" sends BOOK <path> presenting the contract
     Then the response is served under the contract
     And the response status is 201
 
+    @fixture:agtp-confirm-first
     Examples:
-      | from       | to         | transport          |
-      | 10         | 9          | TLS 1.3            |
-      | 1.0        | 1          | plaintext loopback |
-      | v1.10.0    | v1.9.0     | TLS 1.3            |
-      | 2026-03-01 | 2026-02-28 | plaintext loopback |
+      | recipe         | path           | from       | to         | transport          |
+      | room-booking-f | /room-f/{room} | 10         | 9          | TLS 1.3            |
+      | room-booking-a | /room-a/{room} | 1.0        | 1          | plaintext loopback |
+      | room-booking-b | /room-b/{room} | v1.10.0    | v1.9.0     | TLS 1.3            |
+      | room-booking-g | /room-g/{room} | 2026-03-01 | 2026-02-28 | plaintext loopback |
 
   @req:agtp.rcns.sweep.unchanged-kept @profile:agtp-rcns
   Scenario Outline: The same version string is no drift, even when the recipe's composition changed ("<version>") [<transport>]
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
-    And its recipe "room-booking" is at version "<version>"
+    And its recipe "<recipe>" is at version "<version>"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "<version>", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK <path>
+    When the operator edits recipe "<recipe>" to version "<version>", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports the contract as unchanged
-    When "alice" sends BOOK /room/{room} presenting the contract
+    When "alice" sends BOOK <path> presenting the contract
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
-      | version | transport          |
-      | 3       | TLS 1.3            |
-      | v2.0.1  | plaintext loopback |
+      | recipe         | path           | version | transport          |
+      | room-booking-h | /room-h/{room} | 3       | TLS 1.3            |
+      | room-booking-i | /room-i/{room} | v2.0.1  | plaintext loopback |

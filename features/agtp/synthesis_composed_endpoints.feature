@@ -1,6 +1,7 @@
 # agtp-rcns.txt, "Synthesis-Composed Endpoints". The fixture recipe
 # room-booking composes rooms.put and bookings.count, both needing
 # rooms:write; the proposal itself declares only rooms:read.
+@fixture:agtp-confirm-first
 Feature: Synthesis-composed endpoints
   Authority is preserved through composition: a synthesis whose composed
   step needs a scope the agent lacks fails at evaluation, before anything

@@ -16,10 +16,15 @@ Feature: Tier C resolution
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is served under the contract
 
+    @fixture:agtp-confirm-first
     Examples:
       | mode          | transport          |
       | confirm-first | TLS 1.3            |
       | confirm-first | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | mode          | transport          |
       | optimistic    | TLS 1.3            |
       | optimistic    | plaintext loopback |
 
@@ -34,6 +39,7 @@ Feature: Tier C resolution
     Then the response is not served under the contract
     And the response is either 464 contract-not-yours or the standard unregistered-pair refusal
 
+    @fixture:agtp-confirm-first
     Examples:
       | transport          |
       | TLS 1.3            |
@@ -51,6 +57,7 @@ Feature: Tier C resolution
     And "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is not served under the contract
 
+    @fixture:agtp-short-ttl
     Examples:
       | ended    | ending                                                       | transport          |
       | released | "alice" sends SUSPEND synthesis_id=the contract              | TLS 1.3            |

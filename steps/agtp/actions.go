@@ -87,7 +87,7 @@ type options struct {
 // response and remembers any contract it names.
 func send(ctx context.Context, agentName, method, target string, o options) (*steps.Response, error) {
 	w, s := steps.From(ctx), st(ctx)
-	a, err := s.agent(agentName)
+	a, err := s.agent(ctx, agentName)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +146,9 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	}
 	if o.allow != nil && *o.allow == "true" && o.present == "" {
 		s.gateEvals[agentName]++
+	}
+	for _, sid := range issuedBy(r) {
+		s.noteIssue(w, a, sid)
 	}
 	if o.aside {
 		return r, nil
@@ -284,6 +287,25 @@ func (s *state) observeAs(agentName string, r *steps.Response) {
 			}
 		}
 	}
+}
+
+// issuedBy lists the contracts an answer issues: a 461 preview's
+// synthesis_id, a success's Contract-Synthesized, an approved proposal's
+// synthesis_id.
+func issuedBy(r *steps.Response) []string {
+	var out []string
+	if r.Status == 461 || (r.Method == "PROPOSE" && r.Status == 263) {
+		doc, _ := r.JSON()
+		if sid, _ := field(doc, "synthesis_id").(string); sid != "" {
+			out = append(out, sid)
+		}
+	}
+	if is2xx(r) {
+		if sid := r.Header.Get("Contract-Synthesized"); sid != "" {
+			out = append(out, sid)
+		}
+	}
+	return out
 }
 
 // noteIssued records when the suite first saw a contract issued.
@@ -569,7 +591,7 @@ func registerActions(c *steps.Catalog) {
 		return err
 	})
 	c.When(`^"([a-z]+)" reads its lifecycle stream$`, func(ctx context.Context, who string) error {
-		a, err := st(ctx).agent(who)
+		a, err := st(ctx).agent(ctx, who)
 		if err != nil {
 			return err
 		}
@@ -595,14 +617,9 @@ func registerActions(c *steps.Catalog) {
 		return steps.From(ctx).PassTime(ctx, wait, SeamPrefix+"clock/advance", body, nil)
 	}).Waits(2500 * time.Millisecond)
 	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes ([a-z0-9-]+(?:, [a-z0-9-]+)*) and answers (\d+)$`, func(ctx context.Context, name, version, composed string, status int) error {
-		var recipe map[string]any
-		for _, r := range st(ctx).fixtureRecipes() {
-			if m := r.(map[string]any); m["name"] == name {
-				recipe = m
-			}
-		}
-		if recipe == nil {
-			return steps.Fault("the fixture has no recipe %q", name)
+		recipe, err := st(ctx).recipe(ctx, name)
+		if err != nil {
+			return err
 		}
 		edit := map[string]any{"version": version, "method": recipe["method"], "path": recipe["path"],
 			"composed_of": strings.Split(composed, ", "), "success_status": status}

@@ -1,36 +1,31 @@
 // Package agtp binds the AGTP RCNS features (features/agtp) to a host's
 // AGTP/1.0 wire, through wire/agtp's client with its deadlines and limits.
-// The suite describes the host in the configuration's spec-level AGTP
-// section (schemas/agtp/host-config.json: the RCNS knobs a scenario sets,
-// the agents it declares, and the suite's fixed capabilities, endpoints,
-// recipes and passthrough; docs/hosts/agtp.md); every scenario runs
-// over TLS 1.3 with a throwaway certificate the suite issues, and over
-// plaintext loopback. Steps assert on what came back on the wire; the only
-// seam used is the recipe seam (an operator editing policy), which
-// docs/host-interface.md describes.
+// Every scenario runs on one of the AGTP fixtures (fixtures/agtp.go,
+// docs/hosts/agtp.md "Fixtures"): a host the scenarios of that fixture
+// share, started once with its RCNS knobs, its agent rosters and the
+// suite's reference policy. A scenario leases the agents it declares from
+// the fixture's rosters, and its record places ({room}, ...) are its own,
+// so it never sees another's state; the Given steps that name a knob check
+// that the fixture provides it. Every scenario runs over TLS 1.3 (the
+// run's throwaway certificate) and over plaintext loopback (the fixture's
+// second listener). Steps assert on what came back on the wire; the only
+// seams used are the operator's recipe seam and, where the fixture has
+// seams, none other (docs/host-interface.md).
 package agtp
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"math/big"
-	"net"
+	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/steps"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
@@ -60,15 +55,24 @@ type agent struct {
 	scopes []string
 }
 
+// operator reports whether the agent's identity document grants
+// inspect:all (its inventory listings show every agent's contracts).
+func (a *agent) operator() bool {
+	for _, sc := range a.scopes {
+		if sc == "inspect:all" {
+			return true
+		}
+	}
+	return false
+}
+
 // state is one scenario's AGTP memory.
 type state struct {
 	salt      string
 	transport string
-	knobs     map[string]any    // [policies.rcns] knob -> value
-	propKnobs map[string]any    // [policies.propose] knob -> value
-	versions  map[string]string // recipe name -> the version the scenario configures
-	agents    map[string]*agent
-	order     []string
+	fx        *fixtureView      // the fixture the scenario runs on, once read
+	knobs     map[string]any    // the fixture's [policies.rcns] knobs
+	agents    map[string]*agent // by the name the scenario gives them
 	places    map[string]string // {room}, {room2}, {slot} -> this scenario's value
 
 	client *wire.Client
@@ -81,6 +85,7 @@ type state struct {
 	batch       []*steps.Response // the responses of the last repeated send
 	firstByKey  map[string]*steps.Response
 	sweep       *steps.Response
+	mine        map[string]bool // every synthesis_id issued to one of the scenario's agents
 
 	issued       map[string]time.Time // synthesis_id -> when the suite first saw it issued
 	proposal     string               // the last proposal_id a 261 named
@@ -112,43 +117,167 @@ type sessionBound struct{ agent, sid string }
 func st(ctx context.Context) *state {
 	return steps.From(ctx).State(family, func() any {
 		salt := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
-		s := &state{salt: salt, knobs: map[string]any{}, propKnobs: map[string]any{}, versions: map[string]string{}, agents: map[string]*agent{},
+		s := &state{salt: salt, knobs: map[string]any{}, agents: map[string]*agent{},
 			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
-			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}, onPurpose: map[string]bool{}}
+			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}, onPurpose: map[string]bool{},
+			mine: map[string]bool{}}
 		for _, p := range []string{"room", "room2", "slot", "suite", "desk", "hall"} {
 			s.places[p] = p + "-" + salt
 		}
-		// The suite's reader: writes a control room record and reads room
-		// records through the Tier A endpoints, so that whether an action
-		// ran is visible on the wire.
-		s.addAgent(readerName, 1, []string{"rooms:read", "rooms:write"})
-		// The suite's control agent: it obtains a contract of its own so
-		// that DISCOVER /contracts is shown able to list one before the
-		// suite reads an agent's empty listing as "no contract".
-		s.addAgent(controlName, 1, []string{"rooms:*", "rcns:negotiate"})
 		return s
 	}).(*state)
 }
 
+// The suite's own agents, leased like the scenario's when a step first
+// needs them.
 const (
-	readerName  = "parley-reader"
+	// readerName writes a control room record and reads room records
+	// through the Tier A endpoints, so that whether an action ran is
+	// visible on the wire.
+	readerName = "parley-reader"
+	// controlName obtains a contract of its own so that the Tier C
+	// resolver is shown serving one before the suite reads a refusal as
+	// "no contract".
 	controlName = "parley-control"
 )
 
-func (s *state) addAgent(name string, tier int, scopes []string) {
-	sum := sha256.Sum256([]byte("parley-agent\x00" + s.salt + "\x00" + name))
-	if _, ok := s.agents[name]; !ok {
-		s.order = append(s.order, name)
-	}
-	s.agents[name] = &agent{name: name, id: hex.EncodeToString(sum[:]), tier: tier, scopes: scopes}
+var suiteAgents = map[string]struct {
+	tier   int
+	scopes []string
+}{
+	readerName:  {1, []string{"rooms:*"}},
+	controlName: {1, []string{"rooms:*", "rcns:negotiate"}},
 }
 
-func (s *state) agent(name string) (*agent, error) {
-	a := s.agents[name]
-	if a == nil {
-		return nil, steps.Fault("no Given step declared agent %q", name)
+// fixtureView is what the steps read of the scenario's fixture: its name
+// and the AGTP section the host runs with.
+type fixtureView struct {
+	name    string
+	rcns    map[string]any
+	propose map[string]any
+	recipes []map[string]any
+}
+
+// fixture reads the scenario's fixture once. An AGTP scenario always names
+// one (@fixture:NAME).
+func (s *state) fixture(ctx context.Context) (*fixtureView, error) {
+	if s.fx != nil {
+		return s.fx, nil
 	}
+	w := steps.From(ctx)
+	f, ok := w.Fixture()
+	if !ok {
+		return nil, steps.Fault("AGTP scenarios run on a fixture: tag the scenario with @fixture:NAME (fixtures/agtp.go, docs/hosts/agtp.md)")
+	}
+	if f.Family != family {
+		return nil, steps.Fault("fixture %s is of family %s, not %s", f.Name, f.Family, family)
+	}
+	cfg, err := w.Config()
+	if err != nil {
+		return nil, err
+	}
+	var sec struct {
+		RCNS    map[string]any   `json:"rcns"`
+		Propose map[string]any   `json:"propose"`
+		Recipes []map[string]any `json:"recipes"`
+	}
+	if err := json.Unmarshal(cfg.Section(family), &sec); err != nil {
+		return nil, steps.Fault("fixture %s's agtp section does not decode: %v", f.Name, err)
+	}
+	if sec.RCNS == nil {
+		sec.RCNS = map[string]any{}
+	}
+	if sec.Propose == nil {
+		sec.Propose = map[string]any{}
+	}
+	s.fx = &fixtureView{name: f.Name, rcns: sec.RCNS, propose: sec.Propose, recipes: sec.Recipes}
+	s.knobs = sec.RCNS
+	return s.fx, nil
+}
+
+// sameJSON reports whether two values encode alike (2 and 2.0 do).
+func sameJSON(a, b any) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// provides checks that the fixture's table (rcns or propose) sets knob to
+// want, or leaves it unset when want is nil: the scenario's Given step
+// describes the fixture, never configures it.
+func (s *state) provides(ctx context.Context, table, knob string, want any) error {
+	fx, err := s.fixture(ctx)
+	if err != nil {
+		return err
+	}
+	t := fx.rcns
+	if table == "propose" {
+		t = fx.propose
+	}
+	got, set := t[knob]
+	switch {
+	case want == nil && set:
+		b, _ := json.Marshal(got)
+		return steps.Fault("the scenario says [policies.%s] leaves %s unset, and fixture %s sets it to %s: tag the scenario with a fixture that leaves it unset", table, knob, fx.name, b)
+	case want == nil:
+		return nil
+	case !set:
+		b, _ := json.Marshal(want)
+		return steps.Fault("the scenario says [policies.%s] sets %s = %s, and fixture %s leaves it unset: tag the scenario with a fixture that sets it", table, knob, b, fx.name)
+	case !sameJSON(got, want):
+		g, _ := json.Marshal(got)
+		b, _ := json.Marshal(want)
+		return steps.Fault("the scenario says [policies.%s] sets %s = %s, and fixture %s sets it to %s: tag the scenario with a fixture that sets it", table, knob, b, fx.name, g)
+	}
+	return nil
+}
+
+// recipe returns the fixture's recipe named name.
+func (s *state) recipe(ctx context.Context, name string) (map[string]any, error) {
+	fx, err := s.fixture(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range fx.recipes {
+		if r["name"] == name {
+			return r, nil
+		}
+	}
+	return nil, steps.Fault("fixture %s has no recipe %q", fx.name, name)
+}
+
+// lease gives the scenario's agent name an identity of its own from the
+// fixture's roster of its class (trust tier and granted scopes).
+func (s *state) lease(ctx context.Context, name string, tier int, scopes []string) (*agent, error) {
+	if _, err := s.fixture(ctx); err != nil {
+		return nil, err
+	}
+	if a, ok := s.agents[name]; ok {
+		return nil, steps.Fault("agent %q is declared twice (it is already %s)", name, a.id)
+	}
+	roster, ok := fixtures.AGTPRoster(tier, scopes)
+	if !ok {
+		return nil, steps.Fault("no AGTP agent class has trust tier %d and scopes %v (fixtures/agtp.go lists the classes fixtures lend)", tier, scopes)
+	}
+	_, id, err := steps.From(ctx).Lease(roster)
+	if err != nil {
+		return nil, err
+	}
+	a := &agent{name: name, id: id, tier: tier, scopes: append([]string(nil), scopes...)}
+	s.agents[name] = a
 	return a, nil
+}
+
+// agent returns the scenario's agent called name, leasing the suite's own
+// agents when first used.
+func (s *state) agent(ctx context.Context, name string) (*agent, error) {
+	if a := s.agents[name]; a != nil {
+		return a, nil
+	}
+	if sa, ok := suiteAgents[name]; ok {
+		return s.lease(ctx, name, sa.tier, sa.scopes)
+	}
+	return nil, steps.Fault("no Given step declared agent %q", name)
 }
 
 // expand replaces {room}, {room2}, {slot}, {suite}, {desk} with the scenario's own values and
@@ -163,113 +292,12 @@ func (s *state) expand(target string) string {
 	return target
 }
 
-// The suite's reference policy beyond the knobs and agents, in the terms of
-// the configuration section (schemas/agtp/host-config.json):
-//
-//   - recipe room-booking composes store-room and count-booking for BOOK
-//     /room/{id} and answers 201 (version "1" unless the scenario says);
-//   - recipe suite-booking composes store-suite for BOOK /suite/{id}, a pair
-//     the operator reviews before a PROPOSE is approved;
-//   - recipe hall-booking composes store-hall, a capability the server does
-//     not have, for BOOK /hall/{id}: synthesizing it fails;
-//   - a passthrough serves SCHEDULE /slot/{id} with store-slot (the PROPOSE
-//     policy refuses it, as it refuses RESERVE /desk/{id});
-//   - PENCIL is a custom method the server declares, which nothing composes;
-//   - FETCH /room, CREATE /room and LIST /rooms are Tier A, QUOTE /tariff is
-//     Tier B.
-const (
-	capStoreRoom   = "store-room"
-	capStoreRoomV2 = "store-room-v2"
-	capStoreHall   = "store-hall" // named by hall-booking, absent from the envelope
-)
-
-// fixtureCapabilities is the capability envelope.
-func fixtureCapabilities() []any {
-	capability := func(name, effect, records string, scopes ...string) map[string]any {
-		c := map[string]any{"name": name, "effect": effect, "records": records}
-		if len(scopes) > 0 {
-			c["authority_scope"] = strs(scopes)
-		}
-		return c
-	}
-	return []any{
-		capability(capStoreRoom, "store", "rooms", "rooms:write"),
-		capability("fetch-room", "fetch", "rooms", "rooms:read"),
-		capability("list-rooms", "list", "rooms", "rooms:read"),
-		capability(capStoreRoomV2, "store", "rooms-v2", "rooms:write"),
-		capability("count-booking", "count", "bookings", "rooms:write"),
-		capability("store-slot", "store", "slots", "rooms:write"),
-		capability("store-suite", "store", "suites", "rooms:write"),
-		capability("echo-tariff", "echo", "tariffs"),
-	}
-}
-
-// fixtureEndpoints are the registered Tier A and B endpoints.
-func fixtureEndpoints() []any {
-	ep := func(method, path, tier, capability string) map[string]any {
-		return map[string]any{"method": method, "path": path, "tier": tier, "capability": capability}
-	}
-	return []any{
-		ep("FETCH", "/room", "A", "fetch-room"),
-		ep("CREATE", "/room", "A", capStoreRoom),
-		ep("LIST", "/rooms", "A", "list-rooms"),
-		ep("QUOTE", "/tariff", "B", "echo-tariff"),
-	}
-}
-
-// fixtureRecipes are the recipes, room-booking at the version the scenario
-// configures.
-func (s *state) fixtureRecipes() []any {
-	recipe := func(name, method, path string, status int, composedOf ...string) map[string]any {
-		v := s.versions[name]
-		if v == "" {
-			v = "1"
-		}
-		return map[string]any{"name": name, "version": v, "method": method, "path": path,
-			"composed_of": strs(composedOf), "success_status": status}
-	}
-	return []any{
-		recipe("suite-booking", "BOOK", "/suite/{id}", 201, "store-suite"),
-		recipe("room-booking", "BOOK", "/room/{id}", 201, capStoreRoom, "count-booking"),
-		recipe("hall-booking", "BOOK", "/hall/{id}", 201, capStoreHall),
-	}
-}
-
 func strs(ss []string) []any {
 	out := make([]any, len(ss))
 	for i, x := range ss {
 		out[i] = x
 	}
 	return out
-}
-
-// section renders the host's configuration section.
-func (s *state) section() map[string]any {
-	rcns := map[string]any{}
-	for k, v := range s.knobs {
-		rcns[k] = v
-	}
-	propose := map[string]any{"refused": strs([]string{"SCHEDULE /slot/{id}", "RESERVE /desk/{id}"}), "review": strs([]string{"BOOK /suite/{id}"})}
-	for k, v := range s.propKnobs {
-		propose[k] = v
-	}
-	agents := make([]any, 0, len(s.order))
-	for _, n := range s.order {
-		a := s.agents[n]
-		agents = append(agents, map[string]any{"agent_id": a.id, "name": a.name, "principal": "parley@example.test", "status": "active",
-			"trust_tier": a.tier, "verification_path": "dns-anchored", "scopes": strs(a.scopes)})
-	}
-	return map[string]any{
-		"server_id":    "parley-agtp-under-test",
-		"methods":      strs([]string{"PENCIL"}),
-		"rcns":         rcns,
-		"propose":      propose,
-		"agents":       agents,
-		"capabilities": fixtureCapabilities(),
-		"endpoints":    fixtureEndpoints(),
-		"recipes":      s.fixtureRecipes(),
-		"passthroughs": []any{map[string]any{"method": "SCHEDULE", "path": "/slot/{id}", "capability": "store-slot"}},
-	}
 }
 
 // literal reads the value a Given step writes after "=" (a JSON literal:
@@ -285,69 +313,95 @@ func literal(text string) (any, error) {
 	return v, nil
 }
 
-// knobInt reads an integer knob the scenario set.
+// knobInt reads an integer knob of the fixture's.
 func (s *state) knobInt(name string) (int, bool) {
-	n, ok := s.knobs[name].(int)
-	return n, ok && n > 0
+	f, ok := s.knobs[name].(float64)
+	return int(f), ok && f > 0
 }
 
-// reconfigure re-renders the host section after a Given step.
-func reconfigure(ctx context.Context) error {
-	s := st(ctx)
-	sec := s.section()
-	if s.transport == TransportTLS {
-		m, err := material()
-		if err != nil {
-			return steps.Fault("cannot make the throwaway TLS material: %v", err)
-		}
-		steps.From(ctx).Secret(m.keyPEM)
-		sec["tls"] = map[string]any{"cert_pem": m.certPEM, "key_pem": m.keyPEM}
+// The run-wide record of who was issued each contract: the evidence that
+// tells a scenario which saw another lease's state (an identity lent twice,
+// a suite fault) from a host that shows one agent's contract to another (the
+// host's fault). Keyed by the fixture set's salt, so runs never mix.
+var issuedTo sync.Map // salt + "\x00" + synthesis_id -> issue
+
+type issue struct{ scenario, agentID string }
+
+// noteIssue records that the scenario's agent was issued sid.
+func (s *state) noteIssue(w *steps.World, a *agent, sid string) {
+	if sid == "" {
+		return
 	}
-	return steps.From(ctx).Configure(family, func(cur map[string]any) {
-		for k := range cur {
-			delete(cur, k)
+	s.mine[sid] = true
+	issuedTo.LoadOrStore(w.Env().Salt+"\x00"+sid, issue{scenario: s.salt, agentID: a.id})
+}
+
+// checkOwnListing holds an agent's own DISCOVER /contracts listing to the
+// leases: a contract listed there that another scenario of this run was
+// issued as the same identity means the identity was lent twice, and the
+// scenario sees another lease's state (a suite fault, never the host's).
+// A listed contract that was issued to another identity is the host's
+// business, which the listing checks assert on.
+func (s *state) checkOwnListing(w *steps.World, a *agent, r *steps.Response) error {
+	if a.operator() || r.Status != 200 {
+		return nil
+	}
+	doc, _ := r.JSON()
+	var foreign []string
+	for _, o := range objects(doc) {
+		sid, _ := o["synthesis_id"].(string)
+		if sid == "" || s.mine[sid] {
+			continue
 		}
-		for k, v := range sec {
-			cur[k] = v
+		v, ok := issuedTo.Load(w.Env().Salt + "\x00" + sid)
+		if !ok {
+			continue
 		}
-	})
+		if is := v.(issue); is.scenario != s.salt && is.agentID == a.id {
+			foreign = append(foreign, sid)
+		}
+	}
+	if len(foreign) == 0 {
+		return nil
+	}
+	sort.Strings(foreign)
+	return steps.Fault("the scenario saw another lease's state: DISCOVER /contracts for %q (identity %s) lists %s, which another scenario of this run was issued as the same identity: the identity was lent twice",
+		a.name, a.id, strings.Join(foreign, ", "))
 }
 
 func registerHost(c *steps.Catalog) {
 	c.Given(`^an AGTP server reached over (TLS 1\.3|plaintext loopback)$`, func(ctx context.Context, transport string) error {
-		st(ctx).transport = transport
-		return reconfigure(ctx)
+		w, s := steps.From(ctx), st(ctx)
+		if _, err := s.fixture(ctx); err != nil {
+			return err
+		}
+		s.transport = transport
+		w.Secret(w.Env().TLS.KeyPEM)
+		if transport == TransportPlaintext {
+			return w.Needs(fixtures.AGTPPlaintextMember)
+		}
+		return nil
 	})
-	c.Given(`^its \[policies\.rcns\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, text string) error {
+	c.Given(`^its \[policies\.(rcns|propose)\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, table, knob, text string) error {
 		v, err := literal(text)
 		if err != nil {
 			return err
 		}
-		st(ctx).knobs[knob] = v
-		if knob == "contract_ttl_seconds" {
-			// A host with the clock seam lets the TTL pass without real
-			// waiting; one without is certified on real time.
-			if err := steps.From(ctx).PreferSeams(); err != nil {
-				return err
-			}
-		}
-		return reconfigure(ctx)
-	})
-	c.Given(`^its \[policies\.propose\] sets ([a-z_]+) = (.+)$`, func(ctx context.Context, knob, text string) error {
-		v, err := literal(text)
-		if err != nil {
-			return err
-		}
-		st(ctx).propKnobs[knob] = v
-		return reconfigure(ctx)
-	})
-	c.Given(`^its recipe "([a-z-]+)" is at version "([^"]+)"$`, func(ctx context.Context, name, version string) error {
-		st(ctx).versions[name] = version
-		return reconfigure(ctx)
+		return st(ctx).provides(ctx, table, knob, v)
 	})
 	c.Given(`^its \[policies\.rcns\] leaves ([a-z_]+) unset$`, func(ctx context.Context, knob string) error {
-		delete(st(ctx).knobs, knob)
-		return reconfigure(ctx)
+		return st(ctx).provides(ctx, "rcns", knob, nil)
+	})
+	c.Given(`^its recipe "([a-z-]+)" is at version "([^"]+)"$`, func(ctx context.Context, name, version string) error {
+		s := st(ctx)
+		r, err := s.recipe(ctx, name)
+		if err != nil {
+			return err
+		}
+		if r["version"] != version {
+			return steps.Fault("the scenario says recipe %s is at version %q, and fixture %s has it at %q", name, version, s.fx.name, r["version"])
+		}
+		return nil
 	})
 	c.Given(`^agent "([a-z]+)" has trust tier ([123]) and is granted "([^"]*)"$`, func(ctx context.Context, name string, tier int, grant string) error {
 		var scopes []string
@@ -356,8 +410,8 @@ func registerHost(c *steps.Catalog) {
 				scopes = append(scopes, t)
 			}
 		}
-		st(ctx).addAgent(name, tier, scopes)
-		return reconfigure(ctx)
+		_, err := st(ctx).lease(ctx, name, tier, scopes)
+		return err
 	})
 	// A scenario that sends a value outside the spec's grammar on purpose
 	// says so; the fixture-grammar test holds every other one to it.
@@ -372,7 +426,8 @@ func registerHost(c *steps.Catalog) {
 	})
 }
 
-// conn returns the scenario's AGTP client, acquiring the host first.
+// conn returns the scenario's AGTP client, acquiring the host first: the
+// fixture's TLS listener ("agtp") or its plaintext one ("agtp_plaintext").
 func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	if s.client != nil {
 		return s.client, nil
@@ -388,30 +443,37 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	if h.AGTP == "" {
 		return nil, steps.Fail(`the host exposes no AGTP listener (its ready line has no "agtp" address)`)
 	}
-	if s.transport == TransportPlaintext && h.Isolated {
-		// The published port is loopback on this side, but the host sees the
-		// connection arrive from its namespace's gateway, off loopback.
-		return nil, w.Block(verdict.CauseTarget, "plaintext AGTP is for loopback peers only, and a host in a network namespace of its own (container target) is not reached from loopback; certify plaintext rows with the exec or refhost target")
-	}
 	opt := wire.ClientOptions{Timeout: steps.ExchangeTimeout, DialTimeout: 5 * time.Second,
 		Limits: wire.Limits{MaxBodyBytes: steps.MaxBodyBytes}}
-	if s.transport == TransportTLS {
-		m, err := material()
+	addr := h.AGTP
+	switch s.transport {
+	case TransportTLS:
+		pool, err := w.Env().TLS.Pool()
 		if err != nil {
-			return nil, steps.Fault("cannot make the throwaway TLS material: %v", err)
+			return nil, steps.Fault("the run's TLS material: %v", err)
 		}
-		opt.TLS = &tls.Config{RootCAs: m.pool}
+		opt.TLS = &tls.Config{RootCAs: pool}
+	case TransportPlaintext:
+		if h.Isolated {
+			// The published port is loopback on this side, but the host sees
+			// the connection arrive from its namespace's gateway, off loopback.
+			return nil, w.Block(verdict.CauseTarget, "plaintext AGTP is for loopback peers only, and a host in a network namespace of its own (container target) is not reached from loopback; certify plaintext rows with the exec or refhost target")
+		}
+		if h.AGTPPlaintext == "" {
+			return nil, steps.Fail("fixture %s asks for a plaintext AGTP listener on loopback beside the TLS one (plaintext_listener), and the host's ready line names no agtp_plaintext address, nor declares member %s unsupported", s.fx.name, fixtures.AGTPPlaintextMember)
+		}
+		addr = h.AGTPPlaintext
 	}
 	s.form = h.AGTPBodyForm
 	if s.form == "" {
 		s.form = target.BodyFormEnvelope
 	}
-	c, err := wire.NewClient(h.AGTP, opt)
+	c, err := wire.NewClient(addr, opt)
 	if errors.Is(err, wire.ErrPlaintextNotLoopback) {
-		return nil, w.Block(verdict.CauseTarget, "plaintext AGTP is only allowed to a loopback address and the host is at %s", h.AGTP)
+		return nil, steps.Fail("the host's plaintext AGTP listener %s is not on loopback, and plaintext is for loopback peers only", addr)
 	}
 	if err != nil {
-		return nil, steps.Fail("the host's AGTP address %q cannot be dialled: %v", h.AGTP, err)
+		return nil, steps.Fail("the host's AGTP address %q cannot be dialled: %v", addr, err)
 	}
 	w.Cleanup(func() { _ = c.Close() })
 	// A restarted host listens elsewhere; the next exchange dials it anew
@@ -424,65 +486,4 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	})
 	s.client = c
 	return c, nil
-}
-
-// tlsMaterial is the throwaway CA and server certificate of this run: the
-// host is configured with the leaf, the suite trusts only the CA.
-type tlsMaterial struct {
-	certPEM, keyPEM string
-	pool            *x509.CertPool
-}
-
-var (
-	matOnce sync.Once
-	mat     *tlsMaterial
-	matErr  error
-)
-
-func material() (*tlsMaterial, error) {
-	matOnce.Do(func() { mat, matErr = newMaterial() })
-	return mat, matErr
-}
-
-func newMaterial() (*tlsMaterial, error) {
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial := func() *big.Int { n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120)); return n }
-	caTmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "parley throwaway AGTP CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, MaxPathLenZero: true}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	leafTmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(48 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, DNSNames: []string{"localhost"},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca)
-	return &tlsMaterial{
-		certPEM: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER})),
-		keyPEM:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-		pool:    pool,
-	}, nil
 }

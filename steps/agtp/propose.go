@@ -216,6 +216,23 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// listContracts sends DISCOVER /contracts as who. The fixture host is
+// shared: a listing is read for the scenario's own contracts, and one
+// that shows another lease's contracts under who's identity is a suite
+// fault (checkOwnListing).
+func listContracts(ctx context.Context, who string) error {
+	w, s := steps.From(ctx), st(ctx)
+	r, err := floor(ctx, who, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
+	if err != nil {
+		return err
+	}
+	a, err := s.agent(ctx, who)
+	if err != nil {
+		return err
+	}
+	return s.checkOwnListing(w, a, r)
+}
+
 // pollProposal sends QUERY /proposals/{proposal_id} as agent.
 func pollProposal(ctx context.Context, who string) (*steps.Response, error) {
 	s := st(ctx)
@@ -311,8 +328,7 @@ func registerPropose(c *steps.Catalog) {
 	})
 	c.When(`^the AGTP session ends$`, endSession)
 	c.When(`^"([a-z]+)" lists its contracts$`, func(ctx context.Context, who string) error {
-		_, err := floor(ctx, who, "DISCOVER", "/contracts", map[string]any{"criteria": "contracts"})
-		return err
+		return listContracts(ctx, who)
 	})
 	c.When(`^"([a-z]+)" reads the manifest$`, func(ctx context.Context, who string) error {
 		_, err := floor(ctx, who, "DISCOVER", "/", map[string]any{"criteria": "endpoints"})
