@@ -103,6 +103,12 @@ func deliverAnyway(x *Exchange) {
 	if u == "" || json.Unmarshal(x.Body, &b) != nil {
 		return
 	}
+	var p struct {
+		Mailbox string `json:"mailbox"`
+	}
+	if json.Unmarshal(b.Params, &p) == nil && p.Mailbox != "" {
+		u = strings.TrimSuffix(u, "/") + "/" + p.Mailbox
+	}
 	resp, err := http.Post(u, "application/json", bytes.NewReader(b.Params))
 	if err == nil {
 		resp.Body.Close()
@@ -147,9 +153,22 @@ func ladderOf(body []byte) ladder {
 	return ladder{b.Actor.SessionID, b.Intent.PlanHash}
 }
 
-// maxRepairs is the repair budget the scenario configured (2 unset, as the
-// reference host's default).
+// maxRepairs is the repair budget of the request's agent: its own when the
+// configuration tunes it (agents.<id>), else the host-wide one (2 unset, as
+// the reference host's default).
 func maxRepairs(x *Exchange) int {
+	var b struct {
+		Actor struct {
+			AgentID string `json:"agent_id"`
+		} `json:"actor"`
+	}
+	_ = json.Unmarshal(x.Body, &b)
+	agents, _ := x.Section(cr)["agents"].(map[string]any)
+	if a, _ := agents[b.Actor.AgentID].(map[string]any); a != nil {
+		if n, ok := a["max_repair_attempts"].(float64); ok {
+			return int(n)
+		}
+	}
 	if n, ok := x.Section(cr)["max_repair_attempts"].(float64); ok {
 		return int(n)
 	}
@@ -391,6 +410,12 @@ var contractRefineRules = []Rule{
 			if s := c[cr]; s != nil {
 				if _, set := s["max_repair_attempts"]; set {
 					s["max_repair_attempts"] = 1 << 30
+				}
+				agents, _ := s["agents"].(map[string]any)
+				for _, a := range agents {
+					if a, _ := a.(map[string]any); a != nil && a["max_repair_attempts"] != nil {
+						a["max_repair_attempts"] = 1 << 30
+					}
 				}
 			}
 		},
@@ -728,12 +753,20 @@ var contractRefineRules = []Rule{
 		ID:     "contractrefine.tool.binding-expires",
 		Broken: "never expires a binding: it holds the pass for an hour while telling the caller the configured lifetime",
 		Config: func(c map[string]map[string]any) {
-			if s := c[cr]; s != nil && s["eligibility_ttl"] != nil {
-				s["eligibility_ttl"] = "1h"
+			if s := c[cr]; s != nil {
+				if s["eligibility_ttl"] != nil {
+					s["eligibility_ttl"] = "1h"
+				}
+				agents, _ := s["agents"].(map[string]any)
+				for _, a := range agents {
+					if a, _ := a.(map[string]any); a != nil && a["eligibility_ttl"] != nil {
+						a["eligibility_ttl"] = "1h"
+					}
+				}
 			}
 		},
 		Response: func(x *Exchange, r *Response) {
-			ttl, err := time.ParseDuration(fmt.Sprint(x.Section(cr)["eligibility_ttl"]))
+			ttl, err := configuredTTL(x)
 			if err != nil {
 				return
 			}
@@ -741,6 +774,14 @@ var contractRefineRules = []Rule{
 				if e := eligibility(d); e["expires_at"] != "" {
 					if t, err := time.Parse(time.RFC3339, fmt.Sprint(e["expires_at"])); err == nil {
 						e["expires_at"] = t.Add(ttl - time.Hour).UTC().Format(time.RFC3339)
+						if id, _ := d["preflight_id"].(string); id != "" && isPreflightPost(x) {
+							ttlByID.Lock()
+							if ttlByID.m == nil {
+								ttlByID.m = map[string]time.Duration{}
+							}
+							ttlByID.m[id] = ttl
+							ttlByID.Unlock()
+						}
 					}
 				}
 			})(x, r)
@@ -824,6 +865,37 @@ var contractRefineRules = []Rule{
 			})(x, r)
 		},
 	},
+}
+
+// configuredTTL is the binding lifetime the configuration gives the
+// request's agent (agents.<id>.eligibility_ttl), else the host-wide one; a
+// GET reads the lifetime its decision was answered with at POST.
+func configuredTTL(x *Exchange) (time.Duration, error) {
+	if isPreflightGet(x) {
+		ttlByID.Lock()
+		defer ttlByID.Unlock()
+		if d, ok := ttlByID.m[strings.TrimPrefix(x.Path, "/v1/preflight/")]; ok {
+			return d, nil
+		}
+		return 0, fmt.Errorf("unknown")
+	}
+	var b struct {
+		Actor struct {
+			AgentID string `json:"agent_id"`
+		} `json:"actor"`
+	}
+	_ = json.Unmarshal(x.Body, &b)
+	raw := x.Section(cr)["eligibility_ttl"]
+	agents, _ := x.Section(cr)["agents"].(map[string]any)
+	if a, _ := agents[b.Actor.AgentID].(map[string]any); a != nil && a["eligibility_ttl"] != nil {
+		raw = a["eligibility_ttl"]
+	}
+	return time.ParseDuration(fmt.Sprint(raw))
+}
+
+var ttlByID struct {
+	sync.Mutex
+	m map[string]time.Duration
 }
 
 // sharedBudget is a repair budget keyed by part of the ladder only: once
