@@ -249,7 +249,8 @@ func Bind(r *Registry, c *Corpus) error {
 	if len(problems) > 0 {
 		return fmt.Errorf("corpus and registry disagree:\n  %s", strings.Join(problems, "\n  "))
 	}
-	return nil
+	// Every scenario runs on a published fixture.
+	return CheckFixtures(c)
 }
 
 // CheckFixtures holds every scenario to the fixtures: it names exactly one

@@ -4,7 +4,18 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/parley-conformance/parley/fixtures"
 )
+
+// The demo family's fixtures, which the test corpus names.
+func init() {
+	for _, name := range []string{"demo-core", "demo-other", "elsewhere-core"} {
+		family, _, _ := strings.Cut(name, "-")
+		fixtures.Register(fixtures.Fixture{Name: name, Family: family, Purpose: "the test corpus's host",
+			Section: func(fixtures.Env, fixtures.Fixture) (map[string]any, error) { return map[string]any{}, nil }})
+	}
+}
 
 const goodRegistry = `family = "demo"
 spec = "demo.txt"
@@ -28,7 +39,7 @@ profile = "demo-core"
 `
 
 const goodFeature = `Feature: demo
-  @req:demo.area.first @profile:demo-core
+  @req:demo.area.first @profile:demo-core @fixture:demo-core
   Scenario: first
     Given something
 `
@@ -85,6 +96,10 @@ func TestBindRefuses(t *testing.T) {
 		{"a malformed id", strings.Replace(goodRegistry, `"demo.area.first"`, `"Demo.Area"`, 1), goodFeature, "id must be"},
 		{"an unknown field", strings.Replace(goodRegistry, `level = "MUST"`, "level = \"MUST\"\nlevle = \"MUST\"", 1), goodFeature, "levle"},
 		{"a bad level", strings.Replace(goodRegistry, `level = "MUST"`, `level = "MUSTN'T"`, 1), goodFeature, "is not MUST, SHOULD or MAY"},
+		{"a scenario naming no fixture", goodRegistry, strings.Replace(goodFeature, " @fixture:demo-core", "", 1), "no @fixture tag"},
+		{"a fixture that does not exist", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:demo-gone", 1), "@fixture:demo-gone names no fixture"},
+		{"another family's fixture", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:elsewhere-core", 1), "belongs to family elsewhere"},
+		{"two fixtures", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:demo-core @fixture:demo-other", 1), "a scenario runs on one fixture"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
