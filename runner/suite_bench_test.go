@@ -28,7 +28,10 @@ func BenchmarkSuite(b *testing.B) {
 		b.Fatal(err)
 	}
 	tags := os.Getenv("PARLEY_TAGS")
-	var wall, cpu time.Duration
+	var (
+		wall, cpu time.Duration
+		hosts     int
+	)
 	for i := 0; i < b.N; i++ {
 		tgt := target.NewRefhost()
 		c0, t0 := cpuTime(), time.Now()
@@ -42,10 +45,12 @@ func BenchmarkSuite(b *testing.B) {
 		if !res.Executed() {
 			b.Fatal("nothing ran")
 		}
+		hosts += res.Hosts
 	}
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	b.ReportMetric(wall.Seconds()/float64(b.N), "wall-s/run")
 	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/run")
 	b.ReportMetric(float64(ru.Maxrss)/1024, "peak-rss-MB")
+	b.ReportMetric(float64(hosts)/float64(b.N), "hosts/run")
 }
