@@ -74,16 +74,22 @@ func (x *AGTPExchange) SetParam(name string, v any) {
 	x.Request.Body, _ = json.Marshal(body)
 }
 
-// agtpProxies are a Target's AGTP proxies, one per configuration.
+// agtpProxies are a Target's AGTP proxies, one per configuration and
+// listener.
 type agtpProxies struct {
 	mu      sync.Mutex
 	byCfg   map[string]string
+	plain   map[string]string // the proxy in front of a host's plaintext listener
 	servers []*agtp.Server
 	clients []*agtp.Client
 }
 
 // agtpAddr returns the AGTP address the suite should use for h: the host's
-// own, or a proxy in front of it when the rule has an AGTP hook.
+// own, or a proxy in front of it when the rule has an AGTP hook. A host
+// that also serves plaintext on loopback beside its TLS listener
+// (agtp_plaintext) gets a proxy there too, sharing the rule's memory of
+// the host, and h, the caller's copy, is pointed at it: the rule sees the
+// scenarios of either transport.
 func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]map[string]any) (string, error) {
 	if h.AGTP == "" || (t.Rule.AGTP == nil && t.Rule.AGTPRequest == nil) {
 		return h.AGTP, nil
@@ -92,6 +98,9 @@ func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]ma
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if a, ok := p.byCfg[cfg.Key()]; ok {
+		if h.AGTPPlaintext != "" {
+			h.AGTPPlaintext = p.plain[cfg.Key()]
+		}
 		return a, nil
 	}
 	var serverTLS, clientTLS *tls.Config
@@ -106,18 +115,43 @@ func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]ma
 		// The upstream is the host this target just started on loopback.
 		clientTLS = &tls.Config{InsecureSkipVerify: true}
 	}
+	mem := &sync.Map{}
+	addr, err := p.listen(t.Rule, asked, h.HTTP, mem, h.AGTP, serverTLS, clientTLS)
+	if err != nil {
+		return "", err
+	}
+	if p.byCfg == nil {
+		p.byCfg, p.plain = map[string]string{}, map[string]string{}
+	}
+	if h.AGTPPlaintext != "" {
+		plain, err := p.listen(t.Rule, asked, h.HTTP, mem, h.AGTPPlaintext, nil, nil)
+		if err != nil {
+			return "", err
+		}
+		h.AGTPPlaintext = plain
+		p.plain[cfg.Key()] = plain
+	}
+	p.byCfg[cfg.Key()] = addr
+	return addr, nil
+}
+
+// listen starts one proxy in front of the host's AGTP listener at
+// upstream (TLS on both sides when serverTLS is set, plaintext on loopback
+// otherwise) and returns its address. The caller holds p.mu.
+func (p *agtpProxies) listen(rule Rule, asked map[string]map[string]any, hostHTTP string, mem *sync.Map, upstream string, serverTLS, clientTLS *tls.Config) (string, error) {
 	newClient := func(oneShot bool) (*agtp.Client, error) {
-		return agtp.NewClient(h.AGTP, agtp.ClientOptions{TLS: clientTLS, Timeout: 10 * time.Second, OneShot: oneShot})
+		return agtp.NewClient(upstream, agtp.ClientOptions{TLS: clientTLS, Timeout: 10 * time.Second, OneShot: oneShot})
 	}
 	side, err := newClient(true)
 	if err != nil {
 		return "", err
 	}
-	ph := &agtpProxyHandler{rule: t.Rule, cfg: asked, http: h.HTTP, mem: &sync.Map{}, side: side,
+	ph := &agtpProxyHandler{rule: rule, cfg: asked, http: hostHTTP, mem: mem, side: side,
 		conns: map[string]*agtp.Client{}, newClient: func() (*agtp.Client, error) { return newClient(false) }}
 	srv := agtp.NewServer(ph, agtp.ServerOptions{ConnClosed: ph.closed})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		_ = side.Close()
 		return "", err
 	}
 	if serverTLS != nil {
@@ -126,17 +160,13 @@ func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]ma
 	go func() { _ = srv.Serve(ln) }()
 	p.servers = append(p.servers, srv)
 	p.clients = append(p.clients, side)
-	if p.byCfg == nil {
-		p.byCfg = map[string]string{}
-	}
-	p.byCfg[cfg.Key()] = ln.Addr().String()
 	return ln.Addr().String(), nil
 }
 
 func (p *agtpProxies) close() {
 	p.mu.Lock()
 	servers, clients := p.servers, p.clients
-	p.servers, p.clients, p.byCfg = nil, nil, nil
+	p.servers, p.clients, p.byCfg, p.plain = nil, nil, nil, nil
 	p.mu.Unlock()
 	for _, s := range servers {
 		_ = s.Close()

@@ -15,6 +15,15 @@
 # process group. A configuration the host cannot take is declined with one
 # line on stdout and exit status 0: the scenarios that need it are then
 # blocked with the reason, not failed. Needs jq.
+#
+# parley starts one host per AGTP fixture (docs/hosts/agtp.md, "Fixtures")
+# and one more for each scenario that changes host-wide state. A fixture
+# that asks for test seams ("seams": true) is served all the same: this
+# host has none, so the few scenarios that read a seam are blocked
+# (seam-absent) and the rest run. A fixture's plaintext_listener asks for a
+# second, plaintext listener on loopback beside the TLS one; with
+# $AGTP_PLAINTEXT=off the host declares that member unsupported instead,
+# and the plaintext scenarios are blocked naming it.
 set -eu
 cfg="$1"
 host="${AGTP_HOST:-agtp-toml-host}"
@@ -23,9 +32,6 @@ decline() {
 	jq -cn --arg reason "$1" '{parley: "declined", reason: $reason}'
 	exit 0
 }
-if [ "$(jq -r '.seams // false' "$cfg")" = "true" ]; then
-	decline "this host has no test seams"
-fi
 if ! jq -e '.agtp' "$cfg" >/dev/null; then
 	decline "the configuration has no agtp section"
 fi
@@ -68,6 +74,13 @@ if [ "$(jq -r '.agtp.tls != null' "$cfg")" = "true" ]; then
 	jq -r '.agtp.tls.cert_pem' "$cfg" >"$dir/cert.pem"
 	(umask 077 && jq -r '.agtp.tls.key_pem' "$cfg" >"$dir/key.pem")
 	set -- "$@" -cert "$dir/cert.pem" -key "$dir/key.pem"
+	if [ "$(jq -r '.agtp.plaintext_listener // false' "$cfg")" = "true" ]; then
+		if [ "${AGTP_PLAINTEXT:-on}" = "off" ]; then
+			set -- "$@" -unsupported plaintext-listener
+		else
+			set -- "$@" -plaintext-listen 127.0.0.1:0
+		fi
+	fi
 fi
 
 "$host" "$@" &

@@ -3,11 +3,14 @@
 // with no seams and no HTTP surface. It serves parley's reference AGTP host
 // (refhost/agtp, whose TOML dialect docs/agtp-host.md describes) and prints
 // the exec target's ready line, declaring the request body form -body-form
-// names (the host reads both). Its adapter, which translates parley's
-// spec-level configuration into this TOML, is
+// names (the host reads both). With -plaintext-listen it serves a second,
+// plaintext listener on loopback beside its TLS one (the ready line's
+// agtp_plaintext); -unsupported names the optional fixture members it
+// declares it does not serve (docs/hosts/agtp.md, "Fixtures"). Its adapter,
+// which translates parley's spec-level configuration into this TOML, is
 // docs/examples/agtp-exec-adapter.sh.
 //
-//	agtp-toml-host -config host.toml [-cert cert.pem -key key.pem] [-data DIR] [-listen 127.0.0.1:0] [-body-form envelope|flat]
+//	agtp-toml-host -config host.toml [-cert cert.pem -key key.pem [-plaintext-listen 127.0.0.1:0]] [-data DIR] [-listen 127.0.0.1:0] [-body-form envelope|flat] [-unsupported member,...]
 package main
 
 import (
@@ -19,10 +22,12 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/parley-conformance/parley/refhost/agtp"
 	"github.com/parley-conformance/parley/refhost/hostenv"
+	wire "github.com/parley-conformance/parley/wire/agtp"
 )
 
 func main() {
@@ -39,7 +44,18 @@ func run() error {
 	data := flag.String("data", "", "durable state directory (default: a temporary one)")
 	listen := flag.String("listen", "127.0.0.1:0", "AGTP listen address")
 	bodyForm := flag.String("body-form", "envelope", "the request body form to declare in the ready line: envelope or flat (the host reads both)")
+	plainListen := flag.String("plaintext-listen", "", "with -cert: also serve plaintext AGTP on this loopback address (for loopback peers only)")
+	unsupported := flag.String("unsupported", "", "comma-separated optional fixture members to declare unsupported in the ready line")
 	flag.Parse()
+	if *plainListen != "" {
+		host, _, err := net.SplitHostPort(*plainListen)
+		if err != nil || !wire.IsLoopback(host) {
+			return fmt.Errorf("-plaintext-listen %q: want a loopback host:port", *plainListen)
+		}
+		if *cert == "" {
+			return fmt.Errorf("-plaintext-listen needs -cert: without TLS the one listener is plaintext already")
+		}
+	}
 	if *bodyForm != "envelope" && *bodyForm != "flat" {
 		return fmt.Errorf("-body-form %q: want envelope or flat", *bodyForm)
 	}
@@ -75,8 +91,20 @@ func run() error {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{kp}, MinVersion: tls.VersionTLS13, NextProtos: []string{"agtp"}})
 	}
 	go func() { _ = h.ServeAGTP(ln) }()
-	ready, _ := json.Marshal(map[string]string{"parley": "ready", "agtp": ln.Addr().String(), "agtp_body_form": *bodyForm})
-	fmt.Println(string(ready))
+	ready := map[string]any{"parley": "ready", "agtp": ln.Addr().String(), "agtp_body_form": *bodyForm}
+	if *plainListen != "" {
+		pl, err := net.Listen("tcp", *plainListen)
+		if err != nil {
+			return err
+		}
+		go func() { _ = h.ServeAGTP(pl) }()
+		ready["agtp_plaintext"] = pl.Addr().String()
+	}
+	if *unsupported != "" {
+		ready["unsupported"] = strings.Split(*unsupported, ",")
+	}
+	line, _ := json.Marshal(ready)
+	fmt.Println(string(line))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	<-sig
