@@ -80,6 +80,8 @@ type World struct {
 	cleanups     []func()
 	held         []target.Config // configurations acquired, released when the scenario is recorded
 	needs        []string        // optional fixture members the scenario needs
+	wantLane     bool            // the scenario restarts its fixture's host: it takes the fixture's lane
+	lane         *fixtures.Lane  // the lane the scenario holds
 }
 
 // NewWorld returns a World for one scenario.
@@ -274,17 +276,23 @@ func (w *World) PreferSeams() error {
 	return nil
 }
 
-// KeepState gives the scenario's host a state directory of its own, which
-// the suite keeps for the scenario's life, so that the host can be
-// restarted on it. The directory is in the configuration, so the host is
-// the scenario's alone: restarting it disturbs no other scenario.
+// KeepState gives the scenario's host a state directory the suite keeps,
+// so that the host can be restarted on it, and the host is the scenario's
+// alone while it runs: restarting it disturbs no other scenario. On a
+// fixture the scenario takes its turn on the fixture's restart lane (one
+// host instance with its own state, lent to such scenarios one at a time);
+// otherwise the host and the directory are the scenario's own.
 func (w *World) KeepState() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.current != nil {
 		return Fault("the host is already running; ask for a kept state before the first exchange")
 	}
-	if w.stateDir != "" {
+	if w.stateDir != "" || w.wantLane {
+		return nil
+	}
+	if _, ok := w.fixtureLocked(); ok && !w.scenario.Isolate && !w.scenario.Exclusive {
+		w.wantLane = true
 		return nil
 	}
 	dir, err := os.MkdirTemp("", "parley-state-*")
@@ -401,11 +409,13 @@ func (w *World) Config() (target.Config, error) {
 		return target.Config{}, err
 	}
 	w.mu.Lock()
-	stateDir := w.stateDir
+	stateDir, lane := w.stateDir, w.lane
 	w.mu.Unlock()
 	// A host of its own: an exclusive scenario leaves it changed, a kept
 	// state is the scenario's alone, and an isolated run shares nothing.
 	switch sc := w.scenario; {
+	case lane != nil:
+		cfg = cfg.WithLane(lane.Name)
 	case sc.Isolate:
 		cfg = cfg.WithInstance("isolate:" + sc.ID)
 	case sc.Exclusive:
@@ -417,11 +427,39 @@ func (w *World) Config() (target.Config, error) {
 }
 
 // Fixture returns the fixture the scenario's host runs, when it runs one.
-func (w *World) Fixture() (fixtures.Fixture, bool) {
+func (w *World) Fixture() (fixtures.Fixture, bool) { return w.fixtureLocked() }
+
+// fixtureLocked reads only what never changes, so it may be called with
+// w.mu held.
+func (w *World) fixtureLocked() (fixtures.Fixture, bool) {
 	if w.scenario.Fixtures == nil || w.scenario.Fixture == "" {
 		return fixtures.Fixture{}, false
 	}
 	return fixtures.Lookup(w.scenario.Fixture)
+}
+
+// takeLane waits for the scenario's turn on its fixture's restart lane and
+// holds it until the scenario ends; the lane's state directory becomes the
+// host's.
+func (w *World) takeLane(ctx context.Context) error {
+	w.mu.Lock()
+	want := w.wantLane && w.lane == nil
+	w.mu.Unlock()
+	if !want {
+		return nil
+	}
+	l, err := w.scenario.Fixtures.Lane(w.scenario.Fixture)
+	if err != nil {
+		return Fault("cannot make the restart lane of fixture %s: %v", w.scenario.Fixture, err)
+	}
+	if err := l.Take(ctx); err != nil {
+		return Fault("the run ended while the scenario waited for its turn to restart a host of fixture %s: %v", w.scenario.Fixture, err)
+	}
+	w.mu.Lock()
+	w.lane, w.stateDir = l, l.Dir
+	w.cleanups = append(w.cleanups, l.Give)
+	w.mu.Unlock()
+	return nil
 }
 
 // Env is the run's fixture environment (the rosters' salt, where the fakes
@@ -585,6 +623,9 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 		// A fixture's seams are the fixture's: a host without them answers
 		// 404 at a seam, which an optional seam reads as absent.
 		prefer = false
+	}
+	if err := w.takeLane(ctx); err != nil {
+		return nil, err
 	}
 	cfg, err := w.Config()
 	if err != nil {

@@ -30,6 +30,10 @@ type Config struct {
 	// other instance shares (a scenario that takes its host exclusively, or
 	// an isolated run); it is not part of the document the host receives.
 	instance string
+	// lane says the instance is lent again once released, to one scenario
+	// at a time (the callers take turns): a host restarted on its state by
+	// one scenario is as good as new for the next.
+	lane bool
 }
 
 // NewConfig builds a configuration from family sections (any JSON-encodable
@@ -103,7 +107,15 @@ func (c Config) Instance() string { return c.instance }
 // WithInstance returns c asking for a host instance of its own, named
 // name: targets start one apart from every other instance of the same
 // document, and never lend it to another scenario once it is released.
-func (c Config) WithInstance(name string) Config { c.instance = name; return c }
+func (c Config) WithInstance(name string) Config { c.instance, c.lane = name, false; return c }
+
+// WithLane returns c asking for a host instance apart from the one its
+// scenarios share, which, unlike WithInstance's, is kept once released and
+// lent again: scenarios that restart a fixture's host take turns on it.
+func (c Config) WithLane(name string) Config { c.instance, c.lane = name, true; return c }
+
+// Lane reports whether the instance is lent again once released.
+func (c Config) Lane() bool { return c.lane }
 
 // Key is what targets cache hosts by: the document's digest and the instance.
 func (c Config) Key() string {
@@ -134,7 +146,7 @@ func (c Config) with(key string, v any) (Config, error) {
 		return Config{}, err
 	}
 	out, err := ParseConfig(b)
-	out.instance = c.instance
+	out.instance, out.lane = c.instance, c.lane
 	return out, err
 }
 

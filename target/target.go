@@ -310,7 +310,7 @@ func (p *pool) release(cfg Config) {
 	if e.refs > 0 || e.err != nil {
 		return
 	}
-	if cfg.Instance() != "" {
+	if cfg.Instance() != "" && !cfg.Lane() {
 		delete(p.entries, key)
 		p.stopInBackground(e)
 		return

@@ -180,7 +180,7 @@ Feature: /v1/tool binding to a prior preflight
     And the tool ran with the plan's params
     And the WAL holds a deny autonomy.decision frame for that call
 
-  @req:contractrefine.tool.binding-survives-restart @profile:contractrefine-tool-binding @fixture:contractrefine-enforce @exclusive
+  @req:contractrefine.tool.binding-survives-restart @profile:contractrefine-tool-binding @fixture:contractrefine-enforce
   Scenario Outline: A pass answered before a restart still binds after it
     Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
     And its tool.deliver delivers to a destination the suite runs

@@ -71,7 +71,7 @@ Feature: The autonomy.preflight WAL frame
       | for a plan that satisfies every contract         |
       | for a plan whose params lack provenance          |
 
-  @req:contractrefine.preflight.wal.decision-survives-crash @profile:contractrefine-preflight @exclusive
+  @req:contractrefine.preflight.wal.decision-survives-crash @profile:contractrefine-preflight
   Scenario Outline: Decisions answered just before a crash are in the WAL after it
     Given the host keeps its state where the suite can restart it
     When the agent requests a preflight <first>
@@ -86,7 +86,7 @@ Feature: The autonomy.preflight WAL frame
       | whose plan step kind differs from the capability | for a plan whose params lack provenance          |
       | for a plan whose params lack provenance          | whose plan step kind differs from the capability |
 
-  @req:contractrefine.preflight.wal.decision-survives-restart @profile:contractrefine-preflight @exclusive
+  @req:contractrefine.preflight.wal.decision-survives-restart @profile:contractrefine-preflight
   Scenario Outline: The WAL survives a clean restart
     Given the host keeps its state where the suite can restart it
     When the agent requests a preflight <first>

@@ -31,7 +31,7 @@ Feature: A durable host event is kept: it survives a restart, a new subscription
       | acme   | globex | MCP      | 2    | 2     |
       | globex | acme   | A2A      | 2    | 2     |
 
-  @req:openwop.hostevents.resume.after-last-event-id @profile:openwop-rfc0242 @exclusive
+  @req:openwop.hostevents.resume.after-last-event-id @profile:openwop-rfc0242
   Scenario Outline: Resuming with Last-Event-ID works across a restart of the host
     Given the host keeps its state where the suite can restart it
     And the host serves <protocol> inbound
@@ -61,7 +61,7 @@ Feature: A durable host event is kept: it survives a restart, a new subscription
       | globex | MCP      | 1    |
       | globex | A2A      | 3    |
 
-  @req:openwop.requirement.0242.inbound.recorded @profile:openwop-rfc0242 @exclusive
+  @req:openwop.requirement.0242.inbound.recorded @profile:openwop-rfc0242
   Scenario Outline: An inbound A2A record survives a restart of the host, the exchange answered just before it included
     Given the host keeps its state where the suite can restart it
     And the host serves A2A inbound
@@ -78,7 +78,7 @@ Feature: A durable host event is kept: it survives a restart, a new subscription
       | sends a JSON-RPC message to the A2A endpoint the host advertises | 0.3 | is restarted                 |
       | fetches the host's agent card                                    | 0.3 | crashes and is started again |
 
-  @req:openwop.requirement.0242.inbound.recorded.mcp @profile:openwop-rfc0242 @exclusive
+  @req:openwop.requirement.0242.inbound.recorded.mcp @profile:openwop-rfc0242
   Scenario Outline: An MCP initialize's record survives a restart of the host, the one answered just before it included
     Given the host keeps its state where the suite can restart it
     And the host serves MCP inbound
