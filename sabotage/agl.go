@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,21 +50,70 @@ func aglStr(m map[string]any, path ...string) string {
 
 func aglCode(r *Response) string { return aglStr(aglDoc(r.Body), "error", "code") }
 
+// aglDestination finds where the host sends operation qname: the account
+// its contract names (read from the host behind the proxy), looked up in
+// the configuration's accounts of the contract's implementation's
+// destination. It returns the account's URL and name.
+func aglDestination(x *Exchange, qname string) (string, string) {
+	a := aglAccount(x, qname)
+	return aglStr(a, "url"), aglStr(a, "account")
+}
+
+// aglAccount is the configuration of the account operation qname goes to
+// (nil when the host has none for it).
+func aglAccount(x *Exchange, qname string) map[string]any {
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(x.Upstream + aglAPI + "/contracts/" + url.PathEscape(qname))
+	if err != nil {
+		return nil
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	c, _ := aglDoc(b)["contract"].(map[string]any)
+	which := "email"
+	if aglStr(c, "implementation") == "webhook.post/v1" {
+		which = "webhook"
+	}
+	account := aglStr(c, "destination_account")
+	dest, _ := x.Section("agl")[which].(map[string]any)
+	if account == "" {
+		return dest
+	}
+	list, _ := dest["accounts"].([]any)
+	for _, e := range list {
+		a, _ := e.(map[string]any)
+		if aglStr(a, "account") == account {
+			return a
+		}
+	}
+	return nil
+}
+
+// aglEachAccount edits every account of one of the configuration's
+// destinations (email or webhook), the entry itself included.
+func aglEachAccount(c map[string]map[string]any, which string, edit func(a map[string]any)) {
+	d, _ := c["agl"][which].(map[string]any)
+	if d == nil {
+		return
+	}
+	edit(d)
+	list, _ := d["accounts"].([]any)
+	for _, e := range list {
+		if a, _ := e.(map[string]any); a != nil {
+			edit(a)
+		}
+	}
+}
+
 // aglEffect performs, at the scenario's own fake destination, the send a
 // host that ignored the refusal would have made for this dispatch.
 func aglEffect(x *Exchange) {
 	body := aglDoc(x.Body)
-	which := "email"
-	if aglStr(body, "operation") == "ledger.transfer" {
-		which = "webhook"
-	}
-	dest, _ := x.Section("agl")[which].(map[string]any)
-	u, _ := dest["url"].(string)
+	u, account := aglDestination(x, aglStr(body, "operation"))
 	if u == "" {
 		return
 	}
 	op := "op_sabotage_" + time.Now().Format("150405.000000000")
-	raw, _ := json.Marshal(map[string]any{"operation_id": op, "operation": aglStr(body, "operation"), "payload": body["arguments"]})
+	raw, _ := json.Marshal(map[string]any{"operation_id": op, "operation": aglStr(body, "operation"), "account": account, "payload": body["arguments"]})
 	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(u, "/")+"/send", bytes.NewReader(raw))
 	if err != nil {
 		return
@@ -301,7 +351,15 @@ var aglRules = []Rule{
 		ID:     "agl.dispatch.toolset-enforced",
 		Broken: "keeps every registered operation in an agent's tool set whatever the operator narrowed it to",
 		Intercept: aglRewriteAgent(func(a map[string]any) {
-			a["tools"] = []string{"mail.send_email", "ledger.transfer"}
+			// Every operation of the scenario (its names end in its id).
+			tools, _ := a["tools"].([]any)
+			for _, t := range tools {
+				name, _ := t.(string)
+				if i := strings.LastIndex(name, "."); i > 0 {
+					id := name[i+1:]
+					a["tools"] = []string{"mail.send_email." + id, "ledger.transfer." + id}
+				}
+			}
 		}),
 	},
 	{
@@ -430,9 +488,9 @@ var aglRules = []Rule{
 		ID:     "agl.dispatch.permit.single-claim-cross-process",
 		Broken: "claims a permit exclusively only within one process: a host on a shared store dispatches it again",
 		Response: func(x *Exchange, r *Response) {
-			if _, shared := x.Section("agl")["database_path"]; shared {
-				aglDispatchAnyway("permit_consumed")(x, r)
-			}
+			// Only the cross-process scenarios run under this rule: every
+			// one of them has two hosts on one store.
+			aglDispatchAnyway("permit_consumed")(x, r)
 		},
 	},
 	{
@@ -493,7 +551,8 @@ var aglRules = []Rule{
 			aglSeen.retried[id] = true
 			aglSeen.Unlock()
 			if again {
-				aglEffect(&Exchange{Body: []byte(`{"operation":"mail.send_email","arguments":{}}`), Config: x.Config})
+				body, _ := json.Marshal(map[string]any{"operation": op["operation"], "arguments": map[string]any{}})
+				aglEffect(&Exchange{Body: body, Config: x.Config, Upstream: x.Upstream})
 			}
 			return false
 		}),
@@ -527,11 +586,7 @@ var aglRules = []Rule{
 		ID:     "agl.durability.idempotent-retry",
 		Broken: "never retries, even when contract and destination promise deduplication",
 		Config: func(c map[string]map[string]any) {
-			if s := c["agl"]; s != nil {
-				if e, _ := s["email"].(map[string]any); e != nil {
-					e["honours_idempotency_key"] = false
-				}
-			}
+			aglEachAccount(c, "email", func(a map[string]any) { a["honours_idempotency_key"] = false })
 		},
 	},
 	{
@@ -769,7 +824,7 @@ var aglRules = []Rule{
 			}
 			b := aglDoc(x.Body)
 			args, _ := b["arguments"].(map[string]any)
-			if aglStr(b, "operation") != "ledger.transfer" || args == nil {
+			if !strings.HasPrefix(aglStr(b, "operation"), "ledger.transfer") || args == nil {
 				return nil
 			}
 			if _, has := args["currency"]; has {
@@ -913,13 +968,22 @@ var aglRuntimeRules = []Rule{
 			}
 			b := aglDoc(x.Body)
 			tool := aglStr(b, "tool")
-			op := map[string]string{"mail.send_email": "mail.send_email", "email.send/v1": "mail.send_email",
-				"ledger.transfer": "ledger.transfer", "webhook.post/v1": "ledger.transfer"}[tool]
+			// The scenario's own contract for the tool: a contract's name
+			// ends in the scenario's id, which the arguments carry too (its
+			// mailbox ops-<id>@…, its account acct-<id>).
+			id := strings.TrimPrefix(strings.SplitN(aglStr(b, "arguments", "from"), "@", 2)[0], "ops-")
+			if id == "" {
+				id = strings.TrimPrefix(aglStr(b, "arguments", "account"), "acct-")
+			}
+			op := map[string]string{"email.send/v1": "mail.send_email." + id, "webhook.post/v1": "ledger.transfer." + id}[tool]
+			if strings.HasPrefix(tool, "mail.send_email.") || strings.HasPrefix(tool, "ledger.transfer.") {
+				op = tool
+			}
 			if op == "" {
 				return nil
 			}
 			raw, _ := json.Marshal(map[string]any{"operation": op, "arguments": b["arguments"]})
-			aglEffect(&Exchange{Body: raw, Config: x.Config})
+			aglEffect(&Exchange{Body: raw, Config: x.Config, Upstream: x.Upstream})
 			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
 			r.SetJSON(map[string]any{"tool": tool, "result": map[string]any{"sent": true}})
 			return r
@@ -1031,9 +1095,7 @@ var aglRuntimeRules = []Rule{
 		Variant: "never-retries",
 		Broken:  "never retries a deduplicated operation at all, so that stopping after a revocation shows no re-check",
 		Config: func(c map[string]map[string]any) {
-			if e, _ := c["agl"]["email"].(map[string]any); e != nil {
-				e["honours_idempotency_key"] = false
-			}
+			aglEachAccount(c, "email", func(a map[string]any) { a["honours_idempotency_key"] = false })
 		},
 	},
 	{
@@ -1091,19 +1153,33 @@ var aglRuntimeRules = []Rule{
 			if s := c["agl"]; s != nil {
 				s["admission_wait_ms"] = 1
 			}
+			aglEachAccount(c, "email", func(a map[string]any) {
+				if a["max_concurrent_dispatches"] != nil {
+					a["admission_wait_ms"] = 1
+				}
+			})
 		},
 	},
 	{
 		ID:     "agl.dispatch.capacity-released",
 		Broken: "keeps the capacity slot of a dispatch whose claim failed: enough failed claims and nothing is admitted again",
+		// Slots leak per destination account (each has its own limit on a
+		// fixture host), and the admission seam read for that account shows
+		// them held.
 		Intercept: func(x *Exchange) *Response {
-			host := aglHostKey(x)
-			leaked := aglCount(&aglSeen.leaked, host, 0)
-			capacity, _ := x.Section("agl")["max_concurrent_dispatches"].(float64) // decoded by encoding/json
+			if !aglDispatch(x) {
+				return nil
+			}
+			a := aglAccount(x, aglStr(aglDoc(x.Body), "operation"))
+			leaked := aglCount(&aglSeen.leaked, aglHostKey(x)+"\x00"+aglStr(a, "account"), 0)
+			capacity := aglInt(a["max_concurrent_dispatches"])
+			if f, ok := a["max_concurrent_dispatches"].(float64); ok {
+				capacity = int64(f)
+			}
 			if capacity == 0 {
 				capacity = 32
 			}
-			if aglDispatch(x) && float64(leaked) >= capacity {
+			if int64(leaked) >= capacity {
 				d := aglDenial(http.StatusTooManyRequests, "capacity_unavailable", "capacity", 6, nil)
 				d.SetJSON(map[string]any{"error": map[string]any{"code": "capacity_unavailable", "category": "capacity", "step": 6, "message": "no capacity", "retryable": true}})
 				return d
@@ -1114,10 +1190,11 @@ var aglRuntimeRules = []Rule{
 			host := aglHostKey(x)
 			switch {
 			case aglDispatch(x) && aglCode(r) == "persistence_failure" && aglStep(r) == 7:
-				aglCount(&aglSeen.leaked, host, 1)
+				a := aglAccount(x, aglStr(aglDoc(x.Body), "operation"))
+				aglCount(&aglSeen.leaked, host+"\x00"+aglStr(a, "account"), 1)
 			case x.Method == http.MethodGet && x.Path == "/conformance/seams/agl/admission" && r.Status == http.StatusOK:
 				d := aglDoc(r.Body)
-				d["in_use"] = aglCount(&aglSeen.leaked, host, 0)
+				d["in_use"] = aglCount(&aglSeen.leaked, host+"\x00"+x.Query.Get("account"), 0)
 				r.SetJSON(d)
 			}
 		},
@@ -1180,7 +1257,7 @@ var aglRuntimeRules = []Rule{
 			for i, e := range branches {
 				br := e.(map[string]any)
 				raw, _ := json.Marshal(map[string]any{"operation": br["operation"], "arguments": br["arguments"]})
-				aglEffect(&Exchange{Body: raw, Config: x.Config})
+				aglEffect(&Exchange{Body: raw, Config: x.Config, Upstream: x.Upstream})
 				results = append(results, map[string]any{"index": i, "status": 200, "operation": map[string]any{"operation_id": "op_sabotage", "state": "Completed"}})
 			}
 			r := &Response{Status: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}}}
@@ -1310,7 +1387,7 @@ var aglRuntimeRules = []Rule{
 			}
 			if c := aglCode(r); c == "permit_consumed" || c == "uncertain_completion" {
 				id, _ := aglLookup(aglDoc(r.Body), "error", "detail", "operation_id").(string)
-				aglResend(x, map[string]any{"operation_id": id})
+				aglResend(x, map[string]any{"operation_id": id, "operation": aglStr(aglDoc(x.Body), "operation")})
 			}
 		},
 	},
@@ -1332,9 +1409,7 @@ var aglRuntimeRules = []Rule{
 		Variant: "never-resumes",
 		Broken:  "never resumes an interrupted send, even one it could settle safely under its key",
 		Config: func(c map[string]map[string]any) {
-			if e, _ := c["agl"]["email"].(map[string]any); e != nil {
-				e["honours_idempotency_key"] = false
-			}
+			aglEachAccount(c, "email", func(a map[string]any) { a["honours_idempotency_key"] = false })
 		},
 	},
 	{
@@ -1404,7 +1479,7 @@ func aglProxyDestinations(edit func(body map[string]any, h http.Header)) func(c 
 		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(io.LimitReader(r.Body, 8<<20))
 			hdr := r.Header.Clone()
-			if r.Method == http.MethodPost && r.URL.Path == "/send" {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/send") {
 				if m := aglDoc(body); m != nil {
 					edit(m, hdr)
 					body, _ = json.Marshal(m)
@@ -1439,13 +1514,15 @@ func aglProxyDestinations(edit func(body map[string]any, h http.Header)) func(c 
 		return u
 	}
 	return func(c map[string]map[string]any) {
-		s := c["agl"]
 		for _, which := range []string{"email", "webhook"} {
-			if d, _ := s[which].(map[string]any); d != nil {
-				if u, _ := d["url"].(string); u != "" {
-					d["url"] = proxy(u)
+			aglEachAccount(c, which, func(a map[string]any) {
+				u, _ := a["url"].(string)
+				if pu, err := url.Parse(u); err == nil && pu.Host != "" {
+					// One proxy per destination server: an account's path
+					// goes through unchanged.
+					a["url"] = proxy(pu.Scheme+"://"+pu.Host) + pu.Path
 				}
-			}
+			})
 		}
 	}
 }
@@ -1504,13 +1581,13 @@ func aglRewriteContract(edit func(sc map[string]any)) func(x *Exchange) *Respons
 // of an operation the host ran, with its key: the attempt a host that
 // retried would have made.
 func aglResend(x *Exchange, op map[string]any) {
-	dest, _ := x.Section("agl")["email"].(map[string]any)
-	u, _ := dest["url"].(string)
+	u, account := aglDestination(x, aglStr(op, "operation"))
 	id := aglStr(op, "operation_id")
 	if u == "" || id == "" {
 		return
 	}
-	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(u, "/")+"/send", strings.NewReader(`{"operation_id":"`+id+`"}`))
+	raw, _ := json.Marshal(map[string]any{"operation_id": id, "account": account})
+	req, err := http.NewRequest(http.MethodPost, strings.TrimRight(u, "/")+"/send", bytes.NewReader(raw))
 	if err != nil {
 		return
 	}
@@ -1522,13 +1599,9 @@ func aglResend(x *Exchange, op map[string]any) {
 	}
 }
 
-// aglHostKey tells apart the hosts of concurrent scenarios: each has its
-// own operator key.
-func aglHostKey(x *Exchange) string {
-	keys, _ := x.Section("agl")["keys"].(map[string]any)
-	k, _ := keys["operator_key"].(string)
-	return k
-}
+// aglHostKey tells apart the hosts of concurrent scenarios: each has an
+// address of its own (a fixture's role keys are shared by every instance).
+func aglHostKey(x *Exchange) string { return x.Upstream }
 
 // aglCount adds delta to a counter kept for key and returns its value.
 func aglCount(m *map[string]int, key string, delta int) int {
@@ -1551,9 +1624,7 @@ func aglCount(m *map[string]int, key string, delta int) int {
 // store.
 func aglCheckThenAct(shared bool) func(x *Exchange, r *Response) {
 	return func(x *Exchange, r *Response) {
-		if _, ok := x.Section("agl")["database_path"]; shared && !ok {
-			return
-		}
+		_ = shared // only the scenarios of the rule's requirement run under it
 		if aglDispatch(x) && aglStep(r) == 7 && aglCode(r) == "permit_consumed" {
 			aglDispatchAnyway("permit_consumed")(x, r)
 		}

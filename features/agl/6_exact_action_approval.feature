@@ -85,7 +85,7 @@ Feature: Exact-action approval permits
     Then the dispatch completed
     And the ledger received exactly one transfer of 1500 to "DE89370400440532013000"
 
-  @req:agl.approval.binds-exact-arguments @profile:agl-core @fixture:agl-store @exclusive
+  @req:agl.approval.binds-exact-arguments @profile:agl-core @fixture:agl-core @exclusive
   Scenario: A permit issued at one destination does not dispatch to another
     Given a second AGL host shares the first host's operation store but sends email to another destination
     And the principal has an approved send of a draft to "bob@example.com"
@@ -205,7 +205,7 @@ Feature: Exact-action approval permits
     And the destination received exactly one message
     And the permit is consumed by the first operation
 
-  @req:agl.dispatch.permit.single-claim @profile:agl-core @fixture:agl-core @exclusive
+  @req:agl.dispatch.permit.single-claim @profile:agl-core @fixture:agl-core
   Scenario: Of many concurrent dispatches of one permit exactly one proceeds
     Given the AGL test seams are enabled
     And the principal has an approved send of a draft to "bob@example.com"

@@ -104,11 +104,11 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the ledger received exactly one message naming the operation, the helper's grant and the permit
 
-  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-narrow @exclusive
+  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core
   Scenario Outline: Authority revoked while a dispatch waits for capacity stops that dispatch
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 1500 ms at the external call
+    And the host will pause for 5000 ms at the external call
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
@@ -128,11 +128,11 @@ Feature: The enforcing dispatcher
       | the resolver revokes the permit                         | permit_revoked |
       | the authorization service revokes the principal's grant | grant_revoked  |
 
-  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-narrow @exclusive
+  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core
   Scenario: A dispatch that waited for capacity goes on once its authority is checked again
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 1500 ms at the external call
+    And the host will pause for 5000 ms at the external call
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
@@ -144,7 +144,7 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the destination received 2 messages
 
-  @req:agl.dispatch.capacity-released @profile:agl-core @fixture:agl-narrow @exclusive
+  @req:agl.dispatch.capacity-released @profile:agl-core @fixture:agl-core
   Scenario Outline: Capacity reserved for a dispatch whose claim fails is released
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
@@ -184,11 +184,11 @@ Feature: The enforcing dispatcher
       | answer unreadable JSON after taking effect on the next message | Unknown        | 2        |
       | reject the next message before any effect                      | FailedNoEffect | 1        |
 
-  @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-narrow @exclusive
+  @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-core
   Scenario: Cancelling a dispatch that waits for capacity stops it and leaves its permit usable
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 1500 ms at the external call
+    And the host will pause for 5000 ms at the external call
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
@@ -207,7 +207,7 @@ Feature: The enforcing dispatcher
     Then the dispatch completed
     And the destination received 2 messages
 
-  @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-core
+  @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-core @exclusive
   Scenario: Cancelling a dispatch inside its claim rolls the claim back and leaves the permit usable
     Given the principal has an approved send of a draft to "bob@example.com"
     And the host will pause for 1500 ms in the claim

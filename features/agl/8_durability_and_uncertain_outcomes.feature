@@ -254,7 +254,7 @@ Feature: Durable operations and uncertain outcomes
       | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
       | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
 
-  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store @fixture:agl-store @exclusive
+  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store @fixture:agl-core @exclusive
   Scenario Outline: After a restart, a finished operation is served from the store, never run again
     Given an AGL host with a fake email destination the suite counts
     And the host keeps its state where the suite can restart it
@@ -298,7 +298,7 @@ Feature: Durable operations and uncertain outcomes
       | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
       | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
 
-  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-store @exclusive
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-core @exclusive
   Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
     Given an AGL host with a fake email destination the suite counts
     And the host keeps its state where the suite can restart it

@@ -28,7 +28,7 @@ Feature: Parallel execution and resources
     Then the action is refused with status 403, code "unsupported_protected_race" and category "authorization_denied"
     And the ledger received no transfer
 
-  @req:agl.parallel.revision-cas @profile:agl-core @fixture:agl-core @exclusive
+  @req:agl.parallel.revision-cas @profile:agl-core @fixture:agl-core
   Scenario: Of concurrent proposals of one revision exactly one moves the draft
     Given the AGL test seams are enabled
     And the principal drafts an email to "bob@example.com"
@@ -37,7 +37,7 @@ Feature: Parallel execution and resources
     Then exactly one proposal was accepted and every other was refused as a stale revision or invalid state
     And the draft is "Proposed" at revision 1
 
-  @req:agl.parallel.revision-cas @profile:agl-core @fixture:agl-core @exclusive
+  @req:agl.parallel.revision-cas @profile:agl-core @fixture:agl-core
   Scenario: A dispatch and an edit racing for one revision never both take effect
     Given the AGL test seams are enabled
     And the principal has an approved send of a draft to "bob@example.com"
@@ -99,7 +99,7 @@ Feature: Parallel execution and resources
     Then every branch completed under its own send's operation
     And the destination received 3 messages
 
-  @req:agl.parallel.race-no-half-claim @profile:agl-core @fixture:agl-core @exclusive
+  @req:agl.parallel.race-no-half-claim @profile:agl-core @fixture:agl-core
   Scenario Outline: A race of reads leaves one winner and no half-claimed loser
     Given the AGL test seams are enabled
     And the host gives a handler 8000 ms to answer

@@ -118,9 +118,49 @@ func cancelledDenial(step int, opID string) *Denial {
 	return d
 }
 
+// gate is a destination account's own admission limit (step 6): a
+// destination that takes few messages at once limits the dispatches to it
+// that may be past admission, before the host's own limit applies.
+type gate struct {
+	account string
+	slots   chan struct{}
+	waiting atomic.Int64
+	wait    time.Duration
+}
+
+// gates builds the limits of every account of the host's destinations that
+// declares one.
+func gates(cfg Config) map[string]*gate {
+	out := map[string]*gate{}
+	for _, d := range []Destination{cfg.Email, cfg.Webhook} {
+		for _, a := range append([]Destination{d}, d.Accounts...) {
+			if a.MaxConcurrentDispatches <= 0 {
+				continue
+			}
+			wait := a.AdmissionWaitMS
+			if wait <= 0 {
+				wait = cfg.AdmissionWaitMS
+			}
+			out[a.key()] = &gate{account: a.Account, slots: make(chan struct{}, a.MaxConcurrentDispatches), wait: time.Duration(wait) * time.Millisecond}
+		}
+	}
+	return out
+}
+
+// gateOf is the admission limit of the account ev's operation goes to, if
+// it has one.
+func (h *Host) gateOf(ev *evaluation) *gate {
+	d, ok := h.destination(ev.impl, &ev.contract.OperationContract)
+	if !ok {
+		return nil
+	}
+	return h.gates[d.key()]
+}
+
 // admission holds what step 6 reserved for one dispatch.
 type admission struct {
 	h        *Host
+	gate     *gate // the account slot held, if any
 	slot     bool
 	chain    []string // scope ids charged, innermost first
 	reserved bool
@@ -148,6 +188,10 @@ func (a *admission) release() {
 	if a.slot {
 		a.slot = false
 		<-a.h.admitSlots
+	}
+	if a.gate != nil {
+		<-a.gate.slots
+		a.gate = nil
 	}
 }
 
@@ -209,9 +253,35 @@ func (h *Host) scopeChain(ctx context.Context, execID, scopeID string) ([]*scope
 // admit is step 6: a concurrency slot (waiting at most admission_wait_ms,
 // or until the dispatch is cancelled), then one tool call reserved in every
 // scope of the chain.
-func (h *Host) admit(f *flight, chain []*scopeRow) (*admission, *Denial, error) {
+func (h *Host) admit(f *flight, chain []*scopeRow, g *gate) (*admission, *Denial, error) {
 	a := &admission{h: h}
 	h.waiting.Add(1)
+	if g != nil {
+		// The account's own slot first: a dispatch waiting for its
+		// destination holds none of the host's.
+		g.waiting.Add(1)
+		wait := time.NewTimer(g.wait)
+		select {
+		case g.slots <- struct{}{}:
+			a.gate = g
+		case <-wait.C:
+		case <-f.pre.Done():
+		}
+		wait.Stop()
+		g.waiting.Add(-1)
+		if a.gate == nil {
+			h.waiting.Add(-1)
+			if f.wasCancelled() {
+				return nil, cancelledDenial(6, f.opID), nil
+			}
+			if f.pre.Err() != nil {
+				return nil, nil, f.pre.Err()
+			}
+			d := deny(429, "capacity_unavailable", "capacity", 6, "destination account %s took no more dispatches in time; nothing was claimed", g.account)
+			d.Retryable = true
+			return nil, d, nil
+		}
+	}
 	wait := time.NewTimer(time.Duration(h.cfg.AdmissionWaitMS) * time.Millisecond)
 	select {
 	case h.admitSlots <- struct{}{}:
@@ -221,6 +291,9 @@ func (h *Host) admit(f *flight, chain []*scopeRow) (*admission, *Denial, error) 
 	}
 	wait.Stop()
 	h.waiting.Add(-1)
+	if !a.slot {
+		a.release()
+	}
 	switch {
 	case a.slot:
 	case f.wasCancelled():
@@ -411,6 +484,10 @@ func (h *Host) hCancel(w http.ResponseWriter, r *http.Request) {
 
 // hAdmissionSeam reports step 6's state: for a suite that must know a
 // dispatch is waiting for capacity before it acts.
+//
+// With ?account=NAME it reports that destination account's own limit
+// instead of the host's (capacity, in_use, waiting), with the host's
+// reservations; an account without a limit of its own is 404.
 func (h *Host) hAdmissionSeam(w http.ResponseWriter, r *http.Request) {
 	h.admMu.Lock()
 	res := map[string]any{}
@@ -418,6 +495,16 @@ func (h *Host) hAdmissionSeam(w http.ResponseWriter, r *http.Request) {
 		res[k] = v
 	}
 	h.admMu.Unlock()
+	if name := r.URL.Query().Get("account"); name != "" {
+		for _, g := range h.gates {
+			if g.account == name {
+				writeJSON(w, 200, map[string]any{"account": name, "capacity": cap(g.slots), "in_use": len(g.slots), "waiting": g.waiting.Load(), "reserved": res})
+				return
+			}
+		}
+		writeDenial(w, deny(404, "not_found", "request", 0, "account %q has no admission limit of its own on this host", name))
+		return
+	}
 	writeJSON(w, 200, map[string]any{"capacity": cap(h.admitSlots), "in_use": len(h.admitSlots), "waiting": h.waiting.Load(), "reserved": res})
 }
 

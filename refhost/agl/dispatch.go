@@ -137,7 +137,7 @@ func (h *Host) dispatchFlight(req *dispatchRequest, f *flight) (*operationRow, *
 	if d != nil || err != nil {
 		return nil, d, err
 	}
-	adm, d, err := h.admit(f, chain)
+	adm, d, err := h.admit(f, chain, h.gateOf(ev))
 	if d != nil || err != nil {
 		return nil, d, err
 	}
@@ -146,7 +146,7 @@ func (h *Host) dispatchFlight(req *dispatchRequest, f *flight) (*operationRow, *
 		return nil, d, nil
 	}
 
-	h.meet(ctx, pointClaim)
+	h.meet(ctx, pointClaim, ev.resourceID())
 
 	// Step 7: claim permit, resource revision and operation, charge the
 	// budget, persist the intent and its audit record, all in one

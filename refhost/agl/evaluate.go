@@ -34,6 +34,15 @@ type evaluation struct {
 	canonical []byte
 }
 
+// resourceID is the resource the action is about (its one handle
+// argument's), or "" for an action on no resource.
+func (ev *evaluation) resourceID() string {
+	for _, rh := range ev.handles {
+		return rh.ResourceID
+	}
+	return ""
+}
+
 // evaluate runs steps 1-4. wantState is the protocol state a handle's
 // resource must be in: Draft when proposing, the contract's precondition
 // state when dispatching. onStateMismatch lets dispatch explain a resource

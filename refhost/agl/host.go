@@ -56,17 +56,28 @@ type Destination struct {
 	// operations write to (destination_account); a contract that names none
 	// writes to the entry's own url and account.
 	Accounts []Destination `json:"accounts,omitempty"`
+	// MaxConcurrentDispatches and AdmissionWaitMS, on an account, limit
+	// the dispatches to that account that may be past admission at once
+	// (step 6), and how long one waits for its slot: a destination that
+	// takes one message at a time. Zero: only the host's limit applies.
+	MaxConcurrentDispatches int `json:"max_concurrent_dispatches,omitempty"`
+	AdmissionWaitMS         int `json:"admission_wait_ms,omitempty"`
 }
+
+// key names the account among all the host's destinations.
+func (d Destination) key() string { return d.Account + "\x00" + d.URL }
 
 // account returns the configured account named name: the entry itself
 // when name is empty or its own account, else one of its Accounts.
 func (d Destination) account(name string) (Destination, bool) {
 	if name == "" || (name == d.Account && d.URL != "") {
-		return Destination{URL: d.URL, HonoursIdempotencyKey: d.HonoursIdempotencyKey, Account: d.Account}, name == "" || d.URL != ""
+		d.Accounts = nil
+		return d, name == "" || d.URL != ""
 	}
 	for _, a := range d.Accounts {
 		if a.Account == name {
-			return Destination{URL: a.URL, HonoursIdempotencyKey: a.HonoursIdempotencyKey, Account: a.Account}, true
+			a.Accounts = nil
+			return a, true
 		}
 	}
 	return Destination{}, false
@@ -157,6 +168,8 @@ type Host struct {
 	waiting    atomic.Int64
 	admMu      sync.Mutex
 	reserved   map[string]int
+	// gates are the destination accounts' own admission limits, by key.
+	gates map[string]*gate
 	// Dispatches in flight, by operation id, for cancellation.
 	flightMu sync.Mutex
 	flights  map[string]*flight
@@ -204,6 +217,7 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		policyFP:   pfp,
 		admitSlots: make(chan struct{}, cfg.MaxConcurrentDispatches),
 		reserved:   map[string]int{},
+		gates:      gates(cfg),
 		client:     &http.Client{},
 		faults:     newFaults(),
 		exit:       os.Exit,

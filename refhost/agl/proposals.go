@@ -102,7 +102,7 @@ func (h *Host) hPropose(w http.ResponseWriter, r *http.Request) {
 		h.writeEvalErr(w, d, err)
 		return
 	}
-	h.meet(r.Context(), pointPropose)
+	h.meet(r.Context(), pointPropose, ev.resourceID())
 	var p *proposalRow
 	err = h.st.tx(r.Context(), func(tx *sql.Tx) error {
 		var err error

@@ -156,7 +156,7 @@ func (h *Host) hEditDraft(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	h.meet(r.Context(), pointEdit)
+	h.meet(r.Context(), pointEdit, id)
 	var res *resourceRow
 	err := h.st.tx(r.Context(), func(tx *sql.Tx) error {
 		cur, err := h.loadResource(r.Context(), tx, id)

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -27,13 +28,31 @@ type named struct {
 	permitTok string
 }
 
+// ownScope says whether scope id is one the scenario opened.
+func (s *state) ownScope(id string) bool {
+	if id == s.rootScope {
+		return id != ""
+	}
+	for _, sid := range s.scopes {
+		if sid == id {
+			return true
+		}
+	}
+	return false
+}
+
 // approvedSend is one of several approved sends a scenario holds at once.
 type approvedSend struct{ handle, permitID, permitToken, opID string }
 
-// admissionState reads the host's step-6 seam.
+// admissionState reads the host's step-6 seam for the scenario's email
+// account: its own admission limit (other scenarios dispatch on the same
+// host, each to its own account).
 func (s *state) admissionState(ctx context.Context) (map[string]any, error) {
 	w := steps.From(ctx)
-	r, err := w.Seam(ctx, http.MethodGet, seamPath+"/admission", nil, nil)
+	if s.mail == nil {
+		return nil, steps.Fault("describe the AGL host first")
+	}
+	r, err := w.Seam(ctx, http.MethodGet, seamPath+"/admission?account="+url.QueryEscape(s.mail.account), nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +143,13 @@ func (s *state) armBarrier(ctx context.Context, points []string, parties int) er
 		return err
 	}
 	w := steps.From(ctx)
-	body := mustJSON(map[string]any{"points": points, "parties": parties, "timeout_ms": 5000})
+	// Scoped to the scenario's draft: other scenarios race on the same
+	// host, each at a barrier of its own resource.
+	if s.draftID == "" {
+		return steps.Fault("a barrier is armed for the scenario's draft: draft one first")
+	}
+	b := map[string]any{"points": points, "parties": parties, "timeout_ms": 5000, "resource_id": s.draftID}
+	body := mustJSON(b)
 	r, err := w.Seam(ctx, http.MethodPost, seamPath+"/barrier", body, http.Header{"Content-Type": {"application/json"}})
 	if err != nil {
 		return err
@@ -134,10 +159,21 @@ func (s *state) armBarrier(ctx context.Context, points []string, parties int) er
 
 func registerAdmission(c *steps.Catalog) {
 	c.Given(`^the host admits (\d+) dispatch(?:es)? at a time and lets a dispatch wait (\d+) ms for capacity$`, func(ctx context.Context, n, ms int) error {
+		// An account that takes one dispatch at a time: the fixture's
+		// narrow roster, leased in place of the scenario's email account.
 		if n != 1 || ms != 8000 {
-			return steps.Fault("fixture %s admits 1 dispatch at a time and lets one wait 8000 ms; the scenario asks for %d and %d ms", fixtures.AGLNarrow, n, ms)
+			return steps.Fault("the narrow email accounts admit 1 dispatch at a time and let one wait 8000 ms; the scenario asks for %d and %d ms", n, ms)
 		}
-		return st(ctx).onFixture(ctx, fixtures.AGLNarrow, "the admission capacity")
+		s, w := st(ctx), steps.From(ctx)
+		if !s.described || s.ready {
+			return steps.Fault("an account's admission is chosen after the host is described and before the contracts are registered")
+		}
+		d, err := leaseDestination(w, fixtures.AGLRosterEmailNarrow)
+		if err != nil {
+			return err
+		}
+		s.mail = d
+		return nil
 	})
 	c.When(`^the host will pause for (\d+) ms in the claim$`, func(ctx context.Context, ms int) error {
 		return st(ctx).seamFault(ctx, "claim", "delay", map[string]any{"delay_ms": ms})
@@ -199,9 +235,17 @@ func registerAdmission(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		res, _ := m["reserved"].(map[string]any)
+		// Reservations are by scope: the scenario's own scopes are the
+		// ones it may speak for on a shared host.
+		all, _ := m["reserved"].(map[string]any)
+		res := map[string]any{}
+		for id, n := range all {
+			if s.ownScope(id) {
+				res[id] = n
+			}
+		}
 		return w.Assert(steps.Text(m["in_use"]) == "0" && steps.Text(m["waiting"]) == "0" && len(res) == 0,
-			"with nothing in flight the host holds %v slot(s), has %v waiting and reserves %v", m["in_use"], m["waiting"], res)
+			"with nothing in flight the host holds %v slot(s) of account %s, has %v waiting and reserves %v", m["in_use"], s.mail.account, m["waiting"], res)
 	})
 	c.When(`^the agent dispatches the approved send (\d+) times, one after another$`, func(ctx context.Context, n int) error {
 		s := st(ctx)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -133,9 +134,11 @@ func (s *state) permit(ctx context.Context) (map[string]any, error) {
 // and keeps only records that are about it: the suite re-checks the filter.
 func (s *state) auditOf(ctx context.Context, opID string) ([]map[string]any, *steps.Response, error) {
 	w := steps.From(ctx)
-	path := api + "/audit"
+	// The scenario's share of the trail: its operation's records, or its
+	// execution's (other scenarios write theirs to the same host).
+	path := api + "/audit?execution_id=" + url.QueryEscape(s.exec)
 	if opID != "" {
-		path += "?operation_id=" + opID
+		path = api + "/audit?operation_id=" + url.QueryEscape(opID)
 	}
 	r, m, err := s.read(ctx, path, roleOperator)
 	if err != nil {

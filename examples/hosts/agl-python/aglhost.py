@@ -209,6 +209,16 @@ class Host:
         self.waiting = 0
         self.reserved = {}
         self.adm = threading.Lock()
+        # Destination accounts with an admission limit of their own, by
+        # (account, url): {"account", "slots", "capacity", "in_use", "waiting", "wait"}.
+        self.gates = {}
+        for dd in self.dest.values():
+            for a in [dd] + list(dd.get("accounts") or []):
+                if isinstance(a.get("max_concurrent_dispatches"), int) and a["max_concurrent_dispatches"] > 0:
+                    n = a["max_concurrent_dispatches"]
+                    self.gates[(a.get("account", ""), a.get("url", ""))] = {
+                        "account": a.get("account", ""), "slots": threading.BoundedSemaphore(n), "capacity": n, "in_use": 0, "waiting": 0,
+                        "wait": a.get("admission_wait_ms") or self.admission_wait}
         self.flights = {}
         with self.store.tx() as c:
             c.execute("INSERT OR IGNORE INTO meta(k,v) VALUES('audit_key',?)", (secrets.token_hex(32),))
@@ -267,19 +277,34 @@ class Host:
             os._exit(ft.get("exit_code") or 86)
         return "fail"
 
-    def meet(self, point):
+    @staticmethod
+    def barrier_id(resource_id):
+        """A barrier for the whole host, or for the requests about one resource."""
+        return "resource:" + resource_id if resource_id else "barrier"
+
+    @staticmethod
+    def ev_resource(ev):
+        for h in ev["handles"].values():
+            return h["resource_id"]
+        return ""
+
+    def meet(self, point, resource_id=""):
         if not self.seams:
             return
         if self.store.one("SELECT count(*) FROM barriers")[0] == 0:
             return
+        ids = ([self.barrier_id(resource_id)] if resource_id else []) + ["barrier"]
         with self.store.tx() as c:
-            row = c.execute("SELECT points, parties, arrived, deadline FROM barriers WHERE id='barrier'").fetchone()
-            if row is None or point not in json.loads(row["points"]) or row["arrived"] >= row["parties"]:
+            for bid in ids:
+                row = c.execute("SELECT points, parties, arrived, deadline FROM barriers WHERE id=?", (bid,)).fetchone()
+                if row is not None and point in json.loads(row["points"]) and row["arrived"] < row["parties"]:
+                    break
+            else:
                 return
-            c.execute("UPDATE barriers SET arrived=arrived+1 WHERE id='barrier'")
+            c.execute("UPDATE barriers SET arrived=arrived+1 WHERE id=?", (bid,))
             parties, deadline = row["parties"], row["deadline"]
         while time.time() * 1000 < deadline and not self.stop.is_set():
-            r = self.store.one("SELECT arrived FROM barriers WHERE id='barrier'")
+            r = self.store.one("SELECT arrived FROM barriers WHERE id=?", bid)
             if r is None or r[0] >= parties:
                 return
             time.sleep(0.005)
@@ -881,7 +906,7 @@ class Host:
     def h_edit_draft(self, rq, rid):
         b = strict(rq.json(), ("owner", "expected_revision", "payload"), ("owner", "payload"))
         m, dg = self.draft_payload(b["payload"])
-        self.meet("edit")
+        self.meet("edit", rid)
         with self.store.tx() as c:
             cur = self.resource(rid, c)
             if cur is None:
@@ -914,7 +939,7 @@ class Host:
     def h_propose(self, rq):
         req = strict(rq.json(), self.ACTION_MEMBERS)
         ev = self.evaluate(req, True)
-        self.meet("propose")
+        self.meet("propose", self.ev_resource(ev))
         with self.store.tx() as c:
             p = self.insert_proposal(c, ev, req, "Pending")
             if p["resource_id"]:
@@ -1122,11 +1147,13 @@ class Host:
         if prop is not None:
             self.track(f, prop["operation_id"])
         chain = self.scope_chain(req["execution_id"], req.get("scope_id"))
-        self.admit(f, chain)
+        dest = self.destination(ev["impl"], ev["contract"])
+        gate = self.gates.get((dest.get("account", ""), dest.get("url", "")))
+        self.admit(f, chain, gate)
         try:
             try:
                 self.recheck(ev["grant"]["id"], permit, 6)
-                self.meet("claim")
+                self.meet("claim", self.ev_resource(ev))
                 op_id = self.claim(f, req, ev, permit, prop, chain)
             finally:
                 self.release_budget(chain)
@@ -1135,7 +1162,7 @@ class Host:
                 self.track(f, op_id)
             return self.execute(f, ev, op_id, permit)
         finally:
-            self.release_slot()
+            self.release_slot(gate)
 
     def claim(self, f, req, ev, permit, prop, chain):
         c_ = ev["contract"]
@@ -1366,7 +1393,43 @@ class Host:
             scope_id = s["parent_id"]
         return chain
 
-    def admit(self, f, chain):
+    def wait_gate(self, f, g):
+        """The destination account's own slot, before the host's."""
+        with self.adm:
+            g["waiting"] += 1
+            self.waiting += 1
+        end = time.time() + g["wait"] / 1000.0
+        got = False
+        try:
+            while not got and time.time() < end and not f.is_cancelled():
+                got = g["slots"].acquire(timeout=0.02)
+        finally:
+            with self.adm:
+                g["waiting"] -= 1
+                self.waiting -= 1
+        if not got:
+            if f.is_cancelled():
+                raise deny(409, "cancelled", "cancelled", 6, "cancelled while it waited for capacity", {"operation_id": f.op_id} if f.op_id else None)
+            raise deny(429, "capacity_unavailable", "capacity", 6, "destination account %s took no more dispatches in time" % g["account"], retryable=True)
+        with self.adm:
+            g["in_use"] += 1
+
+    def ungate(self, g):
+        if g is not None:
+            with self.adm:
+                g["in_use"] -= 1
+            g["slots"].release()
+
+    def admit(self, f, chain, gate=None):
+        if gate is not None:
+            self.wait_gate(f, gate)
+        try:
+            return self.admit_host(f, chain)
+        except BaseException:
+            self.ungate(gate)
+            raise
+
+    def admit_host(self, f, chain):
         with self.adm:
             self.waiting += 1
         end = time.time() + self.admission_wait / 1000.0
@@ -1404,10 +1467,11 @@ class Host:
                     self.reserved.pop(sid, None)
         chain[:] = []
 
-    def release_slot(self):
+    def release_slot(self, gate=None):
         with self.adm:
             self.in_use -= 1
         self.slots.release()
+        self.ungate(gate)
 
     def scope_view(self, s):
         return {"scope_id": s["id"], "execution_id": s["execution_id"], "parent_scope_id": s["parent_id"],
@@ -1772,22 +1836,31 @@ class Host:
         return 204, None
 
     def s_admission(self, rq):
+        name = rq.query.get("account", [""])[0]
         with self.adm:
-            return 200, {"capacity": self.capacity, "in_use": self.in_use, "waiting": self.waiting,
-                         "reserved": {k: v for k, v in self.reserved.items() if v > 0}}
+            reserved = {k: v for k, v in self.reserved.items() if v > 0}
+            if name:
+                for g in self.gates.values():
+                    if g["account"] == name:
+                        return 200, {"account": name, "capacity": g["capacity"], "in_use": g["in_use"], "waiting": g["waiting"], "reserved": reserved}
+                raise deny(404, "not_found", "request", 0, "account %s has no admission limit of its own" % name)
+            return 200, {"capacity": self.capacity, "in_use": self.in_use, "waiting": self.waiting, "reserved": reserved}
 
     def s_barrier(self, rq):
-        b = strict(rq.json(), ("points", "parties", "timeout_ms"), ("points", "parties"))
+        b = strict(rq.json(), ("points", "parties", "timeout_ms", "resource_id"), ("points", "parties"))
         if not b["points"] or any(p not in ("claim", "propose", "edit") for p in b["points"]) or not 2 <= b["parties"] <= 64:
             raise deny(422, "schema_error", "schema_error", 0, "points claim|propose|edit, 2 to 64 parties")
         timeout = b.get("timeout_ms") or 5000
         with self.store.tx() as c:
-            c.execute("INSERT INTO barriers VALUES('barrier',?,?,0,?) ON CONFLICT(id) DO UPDATE SET points=excluded.points, parties=excluded.parties, arrived=0, deadline=excluded.deadline",
-                      (json.dumps(b["points"]), b["parties"], int(time.time() * 1000) + timeout))
-        return 201, {"points": b["points"], "parties": b["parties"], "timeout_ms": timeout, "arrived": 0}
+            c.execute("INSERT INTO barriers VALUES(?,?,?,0,?) ON CONFLICT(id) DO UPDATE SET points=excluded.points, parties=excluded.parties, arrived=0, deadline=excluded.deadline",
+                      (self.barrier_id(b.get("resource_id")), json.dumps(b["points"]), b["parties"], int(time.time() * 1000) + timeout))
+        out = {"points": b["points"], "parties": b["parties"], "timeout_ms": timeout, "arrived": 0}
+        if b.get("resource_id"):
+            out["resource_id"] = b["resource_id"]
+        return 201, out
 
     def s_barrier_state(self, rq):
-        r = self.store.one("SELECT * FROM barriers WHERE id='barrier'")
+        r = self.store.one("SELECT * FROM barriers WHERE id=?", self.barrier_id(rq.query.get("resource_id", [""])[0]))
         if r is None:
             raise deny(404, "not_found", "request", 0, "no barrier is armed")
         return 200, {"points": json.loads(r["points"]), "parties": r["parties"], "arrived": r["arrived"],
@@ -1795,7 +1868,11 @@ class Host:
 
     def s_disarm(self, rq):
         with self.store.tx() as c:
-            c.execute("DELETE FROM barriers")
+            rid = rq.query.get("resource_id", [""])[0]
+            if rid:
+                c.execute("DELETE FROM barriers WHERE id=?", (self.barrier_id(rid),))
+            else:
+                c.execute("DELETE FROM barriers")
         return 204, None
 
     def s_clock(self, rq):
