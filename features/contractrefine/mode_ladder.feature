@@ -41,7 +41,7 @@ Feature: ContractRefine mode ladder
       | mode     | preflight status | tool status |
       | enforce  | 200              | 403         |
 
-  @req:contractrefine.preflight.mode.typo-falls-back-to-disabled @profile:contractrefine-preflight @fixture:contractrefine-typo
+  @req:contractrefine.preflight.mode.typo-falls-back-to-disabled @profile:contractrefine-preflight
   Scenario Outline: A misspelt mode resolves to disabled
     Given a ContractRefine host whose runtime.contract_refine.mode is "<typo>"
     When the agent requests a preflight for a plan that satisfies every contract
@@ -49,12 +49,33 @@ Feature: ContractRefine mode ladder
     When the agent retrieves an unknown preflight id
     Then the response status is 503
 
+    @fixture:contractrefine-typo-spelling
+    Examples:
+      | typo      |
+      | advsiory  |
+
+    @fixture:contractrefine-typo-case
     Examples:
       | typo      |
       | ENFORCE   |
 
-  @req:contractrefine.preflight.mode.typo-startup-warning @profile:contractrefine-preflight @fixture:contractrefine-typo
-  Scenario: A misspelt mode is named in a startup warning
-    Given a ContractRefine host whose runtime.contract_refine.mode is "ENFORCE"
+    @fixture:contractrefine-typo-suffix
+    Examples:
+      | typo      |
+      | enforced  |
+
+  @req:contractrefine.preflight.mode.typo-startup-warning @profile:contractrefine-preflight
+  Scenario Outline: A misspelt mode is named in a startup warning
+    Given a ContractRefine host whose runtime.contract_refine.mode is "<typo>"
     When the agent requests a preflight for a plan that satisfies every contract
-    Then the host's startup log has a warning that names "ENFORCE"
+    Then the host's startup log has a warning that names "<typo>"
+
+    @fixture:contractrefine-typo-spelling
+    Examples:
+      | typo      |
+      | advsiory  |
+
+    @fixture:contractrefine-typo-case
+    Examples:
+      | typo      |
+      | ENFORCE   |
