@@ -99,6 +99,14 @@ func (h *Host) postTool(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "kind is required")
 		return
 	}
+	// A delivery's mailbox is checked before anything is decided or
+	// recorded: a malformed one is the caller's mistake, not a tool failure.
+	if req.Kind == "tool.deliver" {
+		if _, err := mailboxURL(h.s.deliverURL, req.Params["mailbox"]); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+	}
 	now := h.now()
 
 	// Binding stage. Disabled mode ignores the header entirely: no lookup and

@@ -166,6 +166,7 @@ func TestToolStatusCodes(t *testing.T) {
 		{"not an object", http.MethodPost, `"tool.echo"`, Config{}, http.StatusBadRequest},
 		{"params not an object", http.MethodPost, `{"kind":"tool.echo","params":[1]}`, Config{}, http.StatusBadRequest},
 		{"no kind", http.MethodPost, `{"params":{}}`, Config{}, http.StatusBadRequest},
+		{"a mailbox outside the destination", http.MethodPost, `{"kind":"tool.deliver","params":{"text":"x","mailbox":"../etc"}}`, Config{Tools: ToolsConfig{DeliverURL: "http://127.0.0.1:1/"}}, http.StatusBadRequest},
 		{"too large", http.MethodPost, `{"kind":"tool.echo","params":{"text":"` + strings.Repeat("x", MaxBodyBytes) + `"}}`, Config{}, http.StatusRequestEntityTooLarge},
 		{"wrong method", http.MethodGet, "", Config{}, http.StatusMethodNotAllowed},
 		{"emit fails: no execution", http.MethodPost, toolBody("tool.write"), Config{Faults: FaultConfig{WALEmit: "fail"}}, http.StatusInternalServerError},
