@@ -254,7 +254,7 @@ Feature: Durable operations and uncertain outcomes
       | send of a draft to "bob@example.com"        | send     | 2     | destination | message  |
       | transfer of 200 to "DE89370400440532013000" | transfer | 20    | ledger      | transfer |
 
-  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store @fixture:agl-core @exclusive
+  @req:agl.recovery.completed-not-recontacted @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: After a restart, a finished operation is served from the store, never run again
     Given an AGL host with a fake email destination the suite counts
     And the host keeps its state where the suite can restart it
@@ -276,7 +276,7 @@ Feature: Durable operations and uncertain outcomes
       | reject the next message before any effect    | FailedNoEffect | crashes and is started again | permit_consumed      | permit_claimed       |
       | fail after taking effect on the next message | Unknown        | crashes and is started again | uncertain_completion | uncertain_completion |
 
-  @req:agl.recovery.fingerprints-checked @profile:agl-operation-store @fixture:agl-store @exclusive
+  @req:agl.recovery.fingerprints-checked @profile:agl-operation-store @fixture:agl-store
   Scenario Outline: Recovery resumes an interrupted send only under the contract it was approved with
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
@@ -298,7 +298,7 @@ Feature: Durable operations and uncertain outcomes
       | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
       | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
 
-  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-core @exclusive
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
     Given an AGL host with a fake email destination the suite counts
     And the host keeps its state where the suite can restart it
@@ -316,7 +316,7 @@ Feature: Durable operations and uncertain outcomes
       | crashes and is started again |
       | is restarted                 |
 
-  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-store @exclusive
+  @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-store
   Scenario: A send interrupted by a crash becomes Unknown, not a new request
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
