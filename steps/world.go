@@ -291,7 +291,7 @@ func (w *World) KeepState() error {
 	if w.stateDir != "" || w.wantLane {
 		return nil
 	}
-	if _, ok := w.fixtureLocked(); ok && !w.scenario.Isolate && !w.scenario.Exclusive {
+	if _, ok := w.fixtureLocked(); ok && !w.scenario.Isolate && (exclusiveLanes || !w.scenario.Exclusive) {
 		w.wantLane = true
 		return nil
 	}
@@ -438,25 +438,41 @@ func (w *World) fixtureLocked() (fixtures.Fixture, bool) {
 	return fixtures.Lookup(w.scenario.Fixture)
 }
 
-// takeLane waits for the scenario's turn on its fixture's restart lane and
-// holds it until the scenario ends; the lane's state directory becomes the
-// host's.
+// exclusiveLanes says whether exclusive scenarios take turns on one host of
+// their fixture, as they do on a deployed host, rather than each getting a
+// fresh one. Off until every exclusive scenario leaves nothing another can
+// trip over (leased recipes, policies and faults).
+const exclusiveLanes = false
+
+// takeLane waits for the scenario's turn on one of its fixture's lanes and
+// holds it until the scenario ends: the restart lane (whose state directory
+// becomes the host's) for a scenario that restarts its host, the exclusive
+// lane for one that changes host-wide state. Either way the scenario has
+// the host alone while it runs, and no scenario that shares the fixture's
+// host ever meets what it changed.
 func (w *World) takeLane(ctx context.Context) error {
+	if _, ok := w.Fixture(); !ok || w.scenario.Isolate {
+		return nil
+	}
 	w.mu.Lock()
-	want := w.wantLane && w.lane == nil
+	restarts := w.wantLane
+	want := (restarts || (w.scenario.Exclusive && exclusiveLanes)) && w.lane == nil
 	w.mu.Unlock()
 	if !want {
 		return nil
 	}
-	l, err := w.scenario.Fixtures.Lane(w.scenario.Fixture)
+	l, err := w.scenario.Fixtures.Lane(w.scenario.Fixture, restarts)
 	if err != nil {
-		return Fault("cannot make the restart lane of fixture %s: %v", w.scenario.Fixture, err)
+		return Fault("cannot make a lane for fixture %s: %v", w.scenario.Fixture, err)
 	}
 	if err := l.Take(ctx); err != nil {
-		return Fault("the run ended while the scenario waited for its turn to restart a host of fixture %s: %v", w.scenario.Fixture, err)
+		return Fault("the run ended while the scenario waited for its turn on a host of fixture %s: %v", w.scenario.Fixture, err)
 	}
 	w.mu.Lock()
-	w.lane, w.stateDir = l, l.Dir
+	w.lane = l
+	if restarts {
+		w.stateDir = l.Dir
+	}
 	w.cleanups = append(w.cleanups, l.Give)
 	w.mu.Unlock()
 	return nil
