@@ -4,7 +4,7 @@
 # their own store connections in one OS process; the refhost's Go test
 # TestTwoProcessSinglePermitClaim runs the same race across two OS processes
 # for 1,000 trials (docs/interpretations.md).
-@fixture:agl-core @exclusive
+@fixture:agl-core
 Feature: Cross-process claims on one operation store
   A permit claim is one transaction in the shared store, so hosts that
   share it cannot both claim one permit, and the destination sees one

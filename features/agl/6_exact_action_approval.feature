@@ -85,7 +85,7 @@ Feature: Exact-action approval permits
     Then the dispatch completed
     And the ledger received exactly one transfer of 1500 to "DE89370400440532013000"
 
-  @req:agl.approval.binds-exact-arguments @profile:agl-core @fixture:agl-core @exclusive
+  @req:agl.approval.binds-exact-arguments @profile:agl-core @fixture:agl-core
   Scenario: A permit issued at one destination does not dispatch to another
     Given a second AGL host shares the first host's operation store but sends email to another destination
     And the principal has an approved send of a draft to "bob@example.com"
@@ -111,7 +111,7 @@ Feature: Exact-action approval permits
       | by the helper's agent under the delegated grant | principal    |
       | in another execution of the principal           | execution_id |
 
-  @req:agl.approval.policy-change-voids @profile:agl-core @fixture:agl-restricted @exclusive
+  @req:agl.approval.policy-change-voids @profile:agl-core @fixture:agl-restricted
   Scenario Outline: A permit issued before a policy change does not dispatch under the new policy
     Given the host's deployment policy allows recipients only in "example.com"
     And a second AGL host shares the first host's operation store but its deployment policy allows recipients only in "<domains>"

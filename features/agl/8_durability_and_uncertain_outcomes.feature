@@ -41,7 +41,7 @@ Feature: Durable operations and uncertain outcomes
       | fail after taking effect on the next message | Unknown        | an effect  | the operation is "ReconciledCompleted"                                         |
       | fail after taking effect on the next message | Unknown        | no effect  | the operation is "ReconciledNoEffect"                                          |
 
-  @req:agl.durability.crash-while-claimed-unknown @profile:agl-operation-store @fixture:agl-store @exclusive
+  @req:agl.durability.crash-while-claimed-unknown @profile:agl-operation-store @fixture:agl-store
   Scenario Outline: A host that crashes while the operation is Claimed leaves it Unknown, never retried
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled

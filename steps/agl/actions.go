@@ -12,6 +12,7 @@ import (
 
 	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // action is a proposal or dispatch body as a model adapter would send it.
@@ -836,12 +837,35 @@ func registerActions(c *steps.Catalog) {
 		return st(ctx).seamFault(ctx, "external_call", "delay", map[string]any{"delay_ms": ms})
 	}).WaitsAsWritten(time.Millisecond)
 	c.When(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
-		s := st(ctx)
+		// The host that crashes is one of the scenario's own on the
+		// store it shares with the fixture's host: a host other scenarios
+		// use is never crashed. From here on it is "the first host", and
+		// the fixture's host, which survives, "the second".
+		s, w := st(ctx), steps.From(ctx)
 		boundary := map[string]string{"external call, before sending": "external_call", "completion, after the effect": "completion"}[where]
-		if err := s.seamFault(ctx, boundary, "halt", nil); err != nil {
+		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		s.crashArmed = true
+		if !s.shared {
+			return steps.Fault("a crash needs a second host on the store (a Given step describes it)")
+		}
+		h, err := s.storeHost(ctx, "crashing", nil, nil)
+		if err != nil {
+			return err
+		}
+		raw := mustJSON(map[string]any{"boundary": boundary, "action": "halt", "operation": s.sendOp, "count": 1})
+		r, err := w.Exchange(ctx, h.HTTP, http.MethodPost, seamPath+"/faults", raw, http.Header{"Content-Type": {"application/json"}})
+		if err != nil {
+			return err
+		}
+		switch r.Status {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+			return steps.Block(verdict.CauseSeamAbsent, "the host answered %d at the fault seam: %s", r.Status, r)
+		}
+		if err := w.Assert(r.Status == http.StatusCreated, "the host's fault seam refused %s/halt: %s", boundary, r); err != nil {
+			return err
+		}
+		s.crasher, s.crashArmed = h, true
 		return nil
 	})
 	c.When(`^the operator reconciles the operation( at the second host)? by asking the destination$`, func(ctx context.Context, second string) error {

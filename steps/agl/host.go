@@ -278,6 +278,7 @@ type state struct {
 	grantOverride string       // grant token actions present instead of the principal's
 	pendingMods   dispatchMods // what the next dispatch of the approved action gets wrong
 	crashArmed    bool
+	crasher       *target.Host // the host of the scenario's own that it crashes
 	crashed       bool
 	lastErr       error
 	async         chan asyncResult
@@ -387,10 +388,24 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	if s.second != nil {
 		return s.second, nil
 	}
-	w := steps.From(ctx)
 	if !s.shared {
 		return nil, steps.Fault("no second host was described")
 	}
+	h, err := s.storeHost(ctx, "second", s.mail2, s.secondDeployment)
+	if err != nil {
+		return nil, err
+	}
+	s.second = h
+	return h, nil
+}
+
+// storeHost acquires a host of the scenario's own on the first host's
+// operation store: the first host's configuration and state directory,
+// labelled instance_name, with the scenario's email account sent to moved
+// instead and another deployment policy when asked. It is never lent to
+// another scenario and stops when the scenario ends.
+func (s *state) storeHost(ctx context.Context, label string, moved *destination, deployment []string) (*target.Host, error) {
+	w := steps.From(ctx)
 	first, err := w.Host(ctx)
 	if err != nil {
 		return nil, err
@@ -403,52 +418,58 @@ func (s *state) secondHost(ctx context.Context) (*target.Host, error) {
 	if sec == nil || first.Config.StateDir() == "" {
 		return nil, steps.Fault("the first host has no AGL section or no state directory to share")
 	}
-	if s.mail2 != nil {
-		// The second host sends the scenario's email account to another
-		// destination: the same account name at another URL.
+	if moved != nil {
+		// The same account name at another URL.
 		email, _ := sec["email"].(map[string]any)
 		list, _ := email["accounts"].([]any)
-		moved := false
+		found := false
 		for _, e := range list {
 			a, _ := e.(map[string]any)
 			if str(a, "account") == s.mail.account {
-				a["url"], moved = s.mail2.url, true
+				a["url"], found = moved.url, true
 			}
 		}
-		if !moved {
+		if !found {
 			return nil, steps.Fault("account %s is not in the fixture's configuration", s.mail.account)
 		}
 	}
-	if s.secondDeployment != nil {
-		sec["deployment"] = map[string]any{"allowed_recipient_domains": s.secondDeployment}
+	if deployment != nil {
+		sec["deployment"] = map[string]any{"allowed_recipient_domains": deployment}
 	}
-	// Its own label makes it a second configuration, hence a second host;
+	// Its own label makes it another configuration, hence another host;
 	// the same state directory makes it open the same operation store, and
 	// it has its seams too, so that it meets the first at the barrier the
 	// two hosts share in their store.
-	sec["instance_name"] = "second"
+	sec["instance_name"] = label
 	raw, err := json.Marshal(doc)
 	if err != nil {
-		return nil, steps.Fault("the second host's configuration does not encode: %v", err)
+		return nil, steps.Fault("the %s host's configuration does not encode: %v", label, err)
 	}
 	cfg, err := target.ParseConfig(raw)
 	if err != nil {
-		return nil, steps.Fault("the second host's configuration does not encode: %v", err)
+		return nil, steps.Fault("the %s host's configuration does not encode: %v", label, err)
 	}
 	// Held to the published configuration schema, as the fixtures are.
 	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
-		return nil, steps.Fault("the second host's configuration does not satisfy schemas/host-config.json: %v", err)
+		return nil, steps.Fault("the %s host's configuration does not satisfy schemas/host-config.json: %v", label, err)
 	}
-	h, err := w.Acquire(ctx, cfg.WithInstance("agl-second:"+s.id))
-	if err != nil {
-		return nil, err
-	}
-	s.second = h
-	return h, nil
+	return w.Acquire(ctx, cfg.WithInstance("agl-"+label+":"+s.id))
 }
 
-// base returns the URL of the first or second host.
+// base returns the URL of the first or second host. Once a crash is armed,
+// the first host is the scenario's own crashing host and the second the
+// host it shares its store with (the fixture's), which survives.
 func (s *state) base(ctx context.Context, second bool) (string, error) {
+	if s.crasher != nil {
+		if !second {
+			return s.crasher.HTTP, nil
+		}
+		h, err := steps.From(ctx).Host(ctx)
+		if err != nil {
+			return "", err
+		}
+		return h.HTTP, nil
+	}
 	if second {
 		h, err := s.secondHost(ctx)
 		if err != nil {
