@@ -62,7 +62,7 @@ Feature: Contract scoping and lifecycle
       | with persistent: true | true  | TLS 1.3            |
       | with persistent: true | true  | plaintext loopback |
 
-  @req:agtp.rcns.contract.not-yours @profile:agtp-rcns @exclusive
+  @req:agtp.rcns.contract.not-yours @profile:agtp-rcns
   Scenario Outline: A contract the host kept across a <restart> is still not another agent's [<transport>]
     Given an AGTP server reached over <transport>
     And the host keeps its state where the suite can restart it
