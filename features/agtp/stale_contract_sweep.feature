@@ -1,11 +1,13 @@
 # agtp-rcns.txt, "Stale Contract Sweep" and the REVOKE
 # target=stale-contracts parameters. The operator edits policy through the
-# host's recipe seam (docs/host-interface.md): recipe room-booking version
-# 1 answers 201; version 2 composes store-room-v2 and answers 202. A recipe
-# edit and a sweep change the whole host, so every scenario here takes its
-# host alone. The drift scenarios start from the fixture's recipes
-# room-booking-a to -i (BOOK /room-a/{id} to /room-i/{id}), each at a
-# version written in another form.
+# host's recipe seam (docs/host-interface.md). Each scenario edits or
+# removes only a recipe of its own, leased from the fixture's recipe roster:
+# a copy of room-booking (version 1, composing store-room and count-booking,
+# answering 201) under a name and a path of its own (/{booking}/{id});
+# version 2 composes store-room-v2 and answers 202. A sweep still reads every
+# contract on the host, so every scenario here takes its host alone, and
+# asserts only on the contracts it obtained itself (the report may list
+# other scenarios' contracts, an earlier invalidate may have evicted them).
 @exclusive
 Feature: Stale contract sweep
   The operator fires REVOKE target=stale-contracts after editing recipes.
@@ -19,13 +21,14 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=grandfather actor=ops-console
     Then the sweep reports the contract as grandfathered
-    When "alice" sends BOOK /room/{room} presenting the contract
+    When "alice" sends BOOK /{booking}/{room} presenting the contract
     Then the response is served under the contract
 
     @fixture:agtp-confirm-first
@@ -39,14 +42,15 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room} remembered as "old"
-    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
-    And "alice" holds an active contract for BOOK /room/{room2} remembered as "new"
+    And "alice" holds an active contract for BOOK /{booking}/{room} remembered as "old"
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room2} remembered as "new"
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports contract "new" as unchanged
-    When "alice" sends BOOK /room/{room2} presenting contract "new"
+    When "alice" sends BOOK /{booking}/{room2} presenting contract "new"
     Then the response is served under contract "new"
 
     @fixture:agtp-confirm-first
@@ -60,13 +64,14 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports the contract as evicted
-    When "alice" sends BOOK /room/{room} presenting the contract
+    When "alice" sends BOOK /{booking}/{room} presenting the contract
     Then the response status is 404
 
     @fixture:agtp-confirm-first
@@ -80,10 +85,11 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the request succeeded
     When "alice" reads its lifecycle stream
@@ -100,11 +106,12 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room} remembered as "drifted"
+    And "alice" holds an active contract for BOOK /{booking}/{room} remembered as "drifted"
     And "alice" holds an active contract for SCHEDULE /slot/{slot}
-    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports contract "drifted" as evicted
     And the sweep reports the contract as neither grandfathered nor evicted
@@ -122,10 +129,11 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator removes recipe "room-booking"
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator removes recipe "booking"
     And "ops" sends REVOKE target=stale-contracts mode=<mode> actor=ops-console
     Then the sweep reports the contract as <disposition>
     And the sweep reports the contract with current_version null
@@ -143,13 +151,14 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "bob" has trust tier 1 and is granted "<grant>"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
     And "<who>" sends REVOKE target=stale-contracts mode=invalidate actor=<who> <claim>
     Then the response status is <answer> naming scope inspect:all
-    When "alice" sends BOOK /room/{room} presenting the contract
+    When "alice" sends BOOK /{booking}/{room} presenting the contract
     Then the response is served under the contract
 
     @fixture:agtp-confirm-first
@@ -165,11 +174,12 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
     And <setting>
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK /room/{room}
-    When the operator edits recipe "room-booking" to version "2", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts actor=ops-console
     Then the sweep reports the contract as <disposition>
 
@@ -192,42 +202,44 @@ Feature: Stale contract sweep
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
-    And its recipe "<recipe>" is at version "<from>"
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
+    And the operator edits recipe "booking" to version "<from>", which composes store-room, count-booking and answers 201
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK <path>
-    When the operator edits recipe "<recipe>" to version "<to>", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator edits recipe "booking" to version "<to>", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=grandfather actor=ops-console
     Then the sweep reports the contract as grandfathered
-    When "alice" sends BOOK <path> presenting the contract
+    When "alice" sends BOOK /{booking}/{room} presenting the contract
     Then the response is served under the contract
     And the response status is 201
 
     @fixture:agtp-confirm-first
     Examples:
-      | recipe         | path           | from       | to         | transport          |
-      | room-booking-f | /room-f/{room} | 10         | 9          | TLS 1.3            |
-      | room-booking-a | /room-a/{room} | 1.0        | 1          | plaintext loopback |
-      | room-booking-b | /room-b/{room} | v1.10.0    | v1.9.0     | TLS 1.3            |
-      | room-booking-g | /room-g/{room} | 2026-03-01 | 2026-02-28 | plaintext loopback |
+      | from       | to         | transport          |
+      | 10         | 9          | TLS 1.3            |
+      | 1.0        | 1          | plaintext loopback |
+      | v1.10.0    | v1.9.0     | TLS 1.3            |
+      | 2026-03-01 | 2026-02-28 | plaintext loopback |
 
   @req:agtp.rcns.sweep.unchanged-kept @profile:agtp-rcns
   Scenario Outline: The same version string is no drift, even when the recipe's composition changed ("<version>") [<transport>]
     Given an AGTP server reached over <transport>
     And the operator's recipe seam is available
     And its [policies.rcns] sets enabled = true
-    And its recipe "<recipe>" is at version "<version>"
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
+    And the operator edits recipe "booking" to version "<version>", which composes store-room, count-booking and answers 201
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
-    And "alice" holds an active contract for BOOK <path>
-    When the operator edits recipe "<recipe>" to version "<version>", which composes store-room-v2 and answers 202
+    And "alice" holds an active contract for BOOK /{booking}/{room}
+    When the operator edits recipe "booking" to version "<version>", which composes store-room-v2 and answers 202
     And "ops" sends REVOKE target=stale-contracts mode=invalidate actor=ops-console
     Then the sweep reports the contract as unchanged
-    When "alice" sends BOOK <path> presenting the contract
+    When "alice" sends BOOK /{booking}/{room} presenting the contract
     Then the response is served under the contract
 
     @fixture:agtp-confirm-first
     Examples:
-      | recipe         | path           | version | transport          |
-      | room-booking-h | /room-h/{room} | 3       | TLS 1.3            |
-      | room-booking-i | /room-i/{room} | v2.0.1  | plaintext loopback |
+      | version | transport          |
+      | 3       | TLS 1.3            |
+      | v2.0.1  | plaintext loopback |

@@ -617,20 +617,29 @@ func registerActions(c *steps.Catalog) {
 		return steps.From(ctx).PassTime(ctx, wait, SeamPrefix+"clock/advance", body, nil)
 	}).Waits(2500 * time.Millisecond)
 	c.When(`^the operator edits recipe "([a-z-]+)" to version "([^"]*)", which composes ([a-z0-9-]+(?:, [a-z0-9-]+)*) and answers (\d+)$`, func(ctx context.Context, name, version, composed string, status int) error {
-		recipe, err := st(ctx).recipe(ctx, name)
+		s := st(ctx)
+		real, err := s.leasedRecipe(name)
+		if err != nil {
+			return err
+		}
+		recipe, err := s.recipe(ctx, real)
 		if err != nil {
 			return err
 		}
 		edit := map[string]any{"version": version, "method": recipe["method"], "path": recipe["path"],
 			"composed_of": strings.Split(composed, ", "), "success_status": status}
 		if h := SendHook; h != nil {
-			h(Sent{Kind: "recipe", Method: recipe["method"].(string), Target: recipe["path"].(string), Params: edit, OnPurpose: st(ctx).purposes()})
+			h(Sent{Kind: "recipe", Method: recipe["method"].(string), Target: recipe["path"].(string), Params: edit, OnPurpose: s.purposes()})
 		}
 		body, _ := json.Marshal(edit)
-		return seam(ctx, http.MethodPut, "recipes/"+name, body)
+		return seam(ctx, http.MethodPut, "recipes/"+real, body)
 	})
 	c.When(`^the operator removes recipe "([a-z-]+)"$`, func(ctx context.Context, name string) error {
-		return seam(ctx, http.MethodDelete, "recipes/"+name, nil)
+		real, err := st(ctx).leasedRecipe(name)
+		if err != nil {
+			return err
+		}
+		return seam(ctx, http.MethodDelete, "recipes/"+real, nil)
 	})
 }
 

@@ -435,6 +435,22 @@ func registerAssertions(c *steps.Catalog) {
 		v := field(doc, path)
 		return w.Assert(v != nil && steps.Text(v) == want, "expected %s = %q (in result or at top level), got %v: %s", path, want, v, r)
 	})
+	c.Then(`^the AGTP field "([^"]*)" names recipe "([a-z]+)"$`, func(ctx context.Context, path, name string) error {
+		w, s, r, err := last(ctx)
+		if err != nil {
+			return err
+		}
+		real, err := s.leasedRecipe(name)
+		if err != nil {
+			return err
+		}
+		doc, err := r.JSON()
+		if err != nil {
+			return w.Assert(false, "%v", err)
+		}
+		v := field(doc, path)
+		return w.Assert(v != nil && steps.Text(v) == real, "expected %s = %q, the scenario's recipe %q (in result or at top level), got %v: %s", path, real, name, v, r)
+	})
 	c.Then(`^the response is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
 		w, s, r, err := last(ctx)
 		if err != nil {

@@ -74,6 +74,7 @@ type state struct {
 	knobs     map[string]any    // the fixture's [policies.rcns] knobs
 	agents    map[string]*agent // by the name the scenario gives them
 	places    map[string]string // {room}, {room2}, {slot} -> this scenario's value
+	recipes   map[string]string // a recipe the scenario leased: its name in the scenario -> its name on the host
 
 	client *wire.Client
 	form   string // the request body form the host declared (target.BodyForm*)
@@ -120,7 +121,7 @@ func st(ctx context.Context) *state {
 		s := &state{salt: salt, knobs: map[string]any{}, agents: map[string]*agent{},
 			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
 			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}, onPurpose: map[string]bool{},
-			mine: map[string]bool{}}
+			mine: map[string]bool{}, recipes: map[string]string{}}
 		for _, p := range []string{"room", "room2", "slot", "suite", "desk", "hall"} {
 			s.places[p] = p + "-" + salt
 		}
@@ -244,6 +245,61 @@ func (s *state) recipe(ctx context.Context, name string) (map[string]any, error)
 		}
 	}
 	return nil, steps.Fault("fixture %s has no recipe %q", fx.name, name)
+}
+
+// leasedRecipe returns the host's name of the recipe the scenario leased as
+// name. Only a leased recipe may be edited or removed: every other recipe
+// belongs to the fixture, and an edit of it would change what every other
+// scenario on the host reads.
+func (s *state) leasedRecipe(name string) (string, error) {
+	if real, ok := s.recipes[name]; ok {
+		return real, nil
+	}
+	return "", steps.Fault("recipe %q is not one the scenario leased: an operator edit of a fixture's recipe changes the host for every scenario on it; lease one (recipe \"NAME\" is its own copy of room-booking, ...) and edit that", name)
+}
+
+// leaseRecipe gives the scenario a recipe of its own from the fixture's
+// recipe roster, a copy of room-booking, known in the scenario as name and
+// reached at /{name}/{id}.
+func (s *state) leaseRecipe(ctx context.Context, name, pattern string) error {
+	fx, err := s.fixture(ctx)
+	if err != nil {
+		return err
+	}
+	if _, dup := s.recipes[name]; dup {
+		return steps.Fault("recipe %q is declared twice", name)
+	}
+	if _, clash := s.places[name]; clash {
+		return steps.Fault("recipe %q would shadow the record place {%s}", name, name)
+	}
+	i, _, err := steps.From(ctx).Lease(fixtures.AGTPRecipeRoster)
+	if err != nil {
+		return err
+	}
+	real, path := fixtures.AGTPLeasedRecipe(i)
+	seg := strings.TrimSuffix(strings.TrimPrefix(path, "/"), "/{id}")
+	if want := "/{" + name + "}/{id}"; pattern != want {
+		return steps.Fault("the scenario's recipe %q is reached at %s, not %s", name, want, pattern)
+	}
+	r, err := s.recipe(ctx, real)
+	if err != nil {
+		return err
+	}
+	base, err := s.recipe(ctx, "room-booking")
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"version", "method", "composed_of", "success_status"} {
+		if !sameJSON(r[k], base[k]) {
+			return steps.Fault("fixture %s's leased recipe %s differs from room-booking in %s (%v, not %v)", fx.name, real, k, r[k], base[k])
+		}
+	}
+	if r["path"] != path {
+		return steps.Fault("fixture %s's leased recipe %s serves %v, not %s", fx.name, real, r["path"], path)
+	}
+	s.recipes[name] = real
+	s.places[name] = seg
+	return nil
 }
 
 // lease gives the scenario's agent name an identity of its own from the
@@ -402,6 +458,9 @@ func registerHost(c *steps.Catalog) {
 			return steps.Fault("the scenario says recipe %s is at version %q, and fixture %s has it at %q", name, version, s.fx.name, r["version"])
 		}
 		return nil
+	})
+	c.Given(`^recipe "([a-z]+)" is its own copy of room-booking, for BOOK (/\S+)$`, func(ctx context.Context, name, pattern string) error {
+		return st(ctx).leaseRecipe(ctx, name, pattern)
 	})
 	c.Given(`^agent "([a-z]+)" has trust tier ([123]) and is granted "([^"]*)"$`, func(ctx context.Context, name string, tier int, grant string) error {
 		var scopes []string

@@ -12,7 +12,10 @@ import (
 	"github.com/parley-conformance/parley/scenarios"
 )
 
-var declaresAgent = regexp.MustCompile(`^agent "[a-z]+" has trust tier ([123]) and is granted "([^"]*)"$`)
+var (
+	declaresAgent  = regexp.MustCompile(`^agent "[a-z]+" has trust tier ([123]) and is granted "([^"]*)"$`)
+	declaresRecipe = regexp.MustCompile(`^recipe "[a-z]+" is its own copy of room-booking, `)
+)
 
 // agtpScenarios are the corpus's AGTP scenarios (every outline row).
 func agtpScenarios(t *testing.T) *scenarios.Corpus {
@@ -47,8 +50,8 @@ func TestAGTPScenariosNameOneFixture(t *testing.T) {
 }
 
 // rosterUses counts, per fixture and roster, the identities a run of every
-// AGTP scenario leases: the agents each declares, and the suite's reader
-// and control agents where a step needs them.
+// AGTP scenario leases: the agents and recipes each declares, and the
+// suite's reader and control agents where a step needs them.
 func rosterUses(t *testing.T) map[string]map[string]int {
 	uses := map[string]map[string]int{}
 	for _, s := range agtpScenarios(t).Scenarios {
@@ -65,6 +68,9 @@ func rosterUses(t *testing.T) map[string]map[string]int {
 					continue
 				}
 				uses[s.Fixture][roster]++
+			}
+			if declaresRecipe.MatchString(text) {
+				uses[s.Fixture][fixtures.AGTPRecipeRoster]++
 			}
 			reader = reader || strings.HasPrefix(text, "the room record ")
 			control = control || strings.Contains(text, " holds no contract for ")
