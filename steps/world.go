@@ -442,7 +442,7 @@ func (w *World) fixtureLocked() (fixtures.Fixture, bool) {
 // their fixture, as they do on a deployed host, rather than each getting a
 // fresh one. Off until every exclusive scenario leaves nothing another can
 // trip over (leased recipes, policies and faults).
-const exclusiveLanes = false
+const exclusiveLanes = true
 
 // takeLane waits for the scenario's turn on one of its fixture's lanes and
 // holds it until the scenario ends: the restart lane (whose state directory
