@@ -35,15 +35,10 @@ func send(t *testing.T, url, account string) {
 	resp.Body.Close()
 }
 
-func isSuiteFault(err error) bool {
-	var sf *steps.SuiteFault
-	return errors.As(err, &sf) && strings.Contains(sf.Msg, "saw another lease's state")
-}
-
 // A message the host sends to a scenario's lease under another account's
-// name would be counted as that scenario's effect: it is detected, and it is
-// the suite's fault, never a verdict on the host.
-func TestAMessageForAnotherLeaseIsDetected(t *testing.T) {
+// name would be counted as that scenario's effect: it is detected, and, the
+// suite having handed out each account once, it is the host's misrouting.
+func TestAMessageForAnotherLeaseFailsTheHost(t *testing.T) {
 	set := newSet(t)
 	w := leaseWorld(t, set)
 	defer w.Close()
@@ -53,6 +48,7 @@ func TestAMessageForAnotherLeaseIsDetected(t *testing.T) {
 	}
 	s := &state{mail: d}
 	send(t, d.url, d.account)
+	w.Observe(nil)
 	if err := s.leaseCheck(w); err != nil {
 		t.Fatalf("a message for the lease's own account: %v", err)
 	}
@@ -61,14 +57,15 @@ func TestAMessageForAnotherLeaseIsDetected(t *testing.T) {
 	}
 	other, _ := fixtures.AGLAccount(fixtures.AGLCore, fixtures.AGLRosterEmail, 99)
 	send(t, d.url, other)
-	if err := s.leaseCheck(w); !isSuiteFault(err) {
-		t.Fatalf("a message for %s at %s's path: want the suite fault \"saw another lease's state\", got %v", other, d.account, err)
+	var f *steps.Failure
+	if err := s.leaseCheck(w); !errors.As(err, &f) || !strings.Contains(f.Msg, other) {
+		t.Fatalf("a message for %s at %s's path: want the host's failure naming it, got %v", other, d.account, err)
 	}
 }
 
-// A request at a lease no running scenario holds (a lease released, or never
-// handed out) is detected by the scenarios of that fixture.
-func TestARequestAtAnUnheldLeaseIsDetected(t *testing.T) {
+// A request at a lease no running scenario holds (a retry arriving after
+// its scenario ended) fails no other scenario.
+func TestARequestAtAnUnheldLeaseTouchesNoScenario(t *testing.T) {
 	set := newSet(t)
 	w := leaseWorld(t, set)
 	defer w.Close()
@@ -77,13 +74,30 @@ func TestARequestAtAnUnheldLeaseIsDetected(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &state{ledger: d}
-	if err := s.leaseCheck(w); err != nil {
-		t.Fatalf("nothing stray yet: %v", err)
-	}
 	account, path := fixtures.AGLAccount(fixtures.AGLCore, fixtures.AGLRosterLedger, 7)
 	send(t, set.Fakes.URL(path), account)
-	if err := s.leaseCheck(w); !isSuiteFault(err) {
-		t.Fatalf("a request at %s, which no scenario holds: want the suite fault \"saw another lease's state\", got %v", path, err)
+	if err := s.leaseCheck(w); err != nil {
+		t.Fatalf("a request at %s, which no scenario holds, failed a scenario that does not hold it: %v", path, err)
+	}
+	if n := d.fake.Count(); n != 0 {
+		t.Fatalf("the scenario's destination counted another lease's request: %d", n)
+	}
+}
+
+// A lease handed out to two scenarios at once is the suite's fault, caught
+// when the second routes it.
+func TestALeaseHeldTwiceIsASuiteFault(t *testing.T) {
+	set := newSet(t)
+	_, path := fixtures.AGLAccount(fixtures.AGLCore, fixtures.AGLRosterEmail, 0)
+	if _, err := set.Fakes.Route(path+"/", http.NotFoundHandler()); err != nil {
+		t.Fatal(err)
+	}
+	w := leaseWorld(t, set)
+	defer w.Close()
+	_, err := leaseDestination(w, fixtures.AGLRosterEmail)
+	var sf *steps.SuiteFault
+	if !errors.As(err, &sf) || !strings.Contains(sf.Msg, "a lease handed out twice") {
+		t.Fatalf("leasing an account another scenario routes: want a suite fault, got %v", err)
 	}
 }
 
