@@ -229,6 +229,7 @@ Feature: The four-lock dispatcher gate
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets mode = "<mode>"
+    And method <method> is a catalog verb or a custom method the server declares
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends <method> <path> with Allow-RCNS: true
     Then the response status is 464 with reason composition-impossible

@@ -12,6 +12,7 @@ Feature: Negotiation in progress
   Scenario Outline: A proposal awaiting review answers 261 and polls as 261 [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And the operator reviews proposals for BOOK /suite/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" proposes BOOK /suite/{suite}
     Then the response status is 261 with a proposal_id
@@ -29,6 +30,7 @@ Feature: Negotiation in progress
   Scenario Outline: Polling reaches the terminal status once the operator <decision> [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And the operator reviews proposals for BOOK /suite/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" has a proposal awaiting review for BOOK /suite/{suite}

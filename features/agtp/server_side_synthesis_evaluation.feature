@@ -34,6 +34,7 @@ Feature: Server-side synthesis evaluation
   Scenario Outline: A custom method the server declares passes method conformance [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And the server declares custom method PENCIL
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" proposes PENCIL /room/{room}
     Then the response status is not 459
@@ -136,6 +137,7 @@ Feature: Server-side synthesis evaluation
   Scenario Outline: A proposal the server cannot compose answers 463 composition-impossible (<method> <path>) [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And method <method> is a catalog verb or a custom method the server declares
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" proposes <method> <path>
     Then the response status is 463 with reason composition-impossible
@@ -154,6 +156,7 @@ Feature: Server-side synthesis evaluation
   Scenario Outline: A composable proposal the policy does not permit answers 463 policy-refused [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
+    And the PROPOSE policy refuses SCHEDULE /slot/{id}
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" proposes SCHEDULE /slot/{slot}
     Then the response status is 463 with reason policy-refused
@@ -199,5 +202,20 @@ Feature: Server-side synthesis evaluation
       | schema before authority         | BOOK    | /room/{room} | with an invalid input schema declaring authority "rooms:write, billing:charge" | 400                                    | plaintext loopback |
       | authority before capability     | LIST    | /desk/{desk} | declaring authority "billing:charge"                                           | 455 with reason scope-exceeded         | TLS 1.3            |
       | authority before capability     | LIST    | /desk/{desk} | declaring authority "billing:charge"                                           | 455 with reason scope-exceeded         | plaintext loopback |
-      | capability before policy        | RESERVE | /desk/{desk} | in the wrapped form                                                            | 463 with reason composition-impossible | TLS 1.3            |
-      | capability before policy        | RESERVE | /desk/{desk} | in the wrapped form                                                            | 463 with reason composition-impossible | plaintext loopback |
+
+  # RESERVE /desk/{id} fails two checks only because the policy refuses it:
+  # nothing composes it, and the PROPOSE policy lists it as refused.
+  @req:agtp.propose.eval.first-failure-answers @profile:agtp-rcns
+  Scenario Outline: A proposal failing two checks gets the first one's answer (capability before policy) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And the PROPOSE policy refuses RESERVE /desk/{id}
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    When "alice" proposes RESERVE /desk/{desk} in the wrapped form
+    Then the response status is 463 with reason composition-impossible
+    And "alice" holds no contract for the proposed pair
+
+    Examples:
+      | transport          |
+      | TLS 1.3            |
+      | plaintext loopback |

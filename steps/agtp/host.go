@@ -157,6 +157,7 @@ type fixtureView struct {
 	rcns    map[string]any
 	propose map[string]any
 	recipes []map[string]any
+	methods []string
 }
 
 // fixture reads the scenario's fixture once. An AGTP scenario always names
@@ -181,6 +182,7 @@ func (s *state) fixture(ctx context.Context) (*fixtureView, error) {
 		RCNS    map[string]any   `json:"rcns"`
 		Propose map[string]any   `json:"propose"`
 		Recipes []map[string]any `json:"recipes"`
+		Methods []string         `json:"methods"`
 	}
 	if err := json.Unmarshal(cfg.Section(family), &sec); err != nil {
 		return nil, steps.Fault("fixture %s's agtp section does not decode: %v", f.Name, err)
@@ -191,7 +193,7 @@ func (s *state) fixture(ctx context.Context) (*fixtureView, error) {
 	if sec.Propose == nil {
 		sec.Propose = map[string]any{}
 	}
-	s.fx = &fixtureView{name: f.Name, rcns: sec.RCNS, propose: sec.Propose, recipes: sec.Recipes}
+	s.fx = &fixtureView{name: f.Name, rcns: sec.RCNS, propose: sec.Propose, recipes: sec.Recipes, methods: sec.Methods}
 	s.knobs = sec.RCNS
 	return s.fx, nil
 }
@@ -231,6 +233,38 @@ func (s *state) provides(ctx context.Context, table, knob string, want any) erro
 		return steps.Fault("the scenario says [policies.%s] sets %s = %s, and fixture %s sets it to %s: tag the scenario with a fixture that sets it", table, knob, b, fx.name, g)
 	}
 	return nil
+}
+
+// customMethod checks that the fixture declares method as a custom method
+// (the optional member custom-methods), and says the scenario relies on it.
+func (s *state) customMethod(ctx context.Context, method string) error {
+	fx, err := s.fixture(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range fx.methods {
+		if m == method {
+			return steps.From(ctx).Needs(fixtures.AGTPCustomMethodsMember)
+		}
+	}
+	return steps.Fault("the scenario says the server declares custom method %s, and fixture %s declares %v", method, fx.name, fx.methods)
+}
+
+// proposeList checks that the fixture's [policies.propose] list (review or
+// refused) names the pair, and says the scenario relies on the member that
+// list is.
+func (s *state) proposeList(ctx context.Context, list, member, method, path string) error {
+	fx, err := s.fixture(ctx)
+	if err != nil {
+		return err
+	}
+	pairs, _ := fx.propose[list].([]any)
+	for _, p := range pairs {
+		if p == method+" "+path {
+			return steps.From(ctx).Needs(member)
+		}
+	}
+	return steps.Fault("the scenario says [policies.propose] %s lists %s %s, and fixture %s's lists %v", list, method, path, fx.name, pairs)
 }
 
 // recipe returns the fixture's recipe named name.
@@ -461,6 +495,31 @@ func registerHost(c *steps.Catalog) {
 	})
 	c.Given(`^recipe "([a-z]+)" is its own copy of room-booking, for BOOK (/\S+)$`, func(ctx context.Context, name, pattern string) error {
 		return st(ctx).leaseRecipe(ctx, name, pattern)
+	})
+	c.Given(`^the server declares custom method ([A-Z]+)$`, func(ctx context.Context, method string) error {
+		return st(ctx).customMethod(ctx, method)
+	})
+	// An outline whose rows mix catalog verbs with a custom method: a method
+	// the fixture does not declare is a catalog verb (the fixture-grammar
+	// test holds every method sent to the catalog or the declared ones).
+	c.Given(`^method ([A-Z]+) is a catalog verb or a custom method the server declares$`, func(ctx context.Context, method string) error {
+		s := st(ctx)
+		fx, err := s.fixture(ctx)
+		if err != nil {
+			return err
+		}
+		for _, m := range fx.methods {
+			if m == method {
+				return s.customMethod(ctx, method)
+			}
+		}
+		return nil
+	})
+	c.Given(`^the operator reviews proposals for ([A-Z]+) (/\S+)$`, func(ctx context.Context, method, path string) error {
+		return st(ctx).proposeList(ctx, "review", fixtures.AGTPProposeReviewMember, method, path)
+	})
+	c.Given(`^the PROPOSE policy refuses ([A-Z]+) (/\S+)$`, func(ctx context.Context, method, path string) error {
+		return st(ctx).proposeList(ctx, "refused", fixtures.AGTPProposeRefusalsMember, method, path)
 	})
 	c.Given(`^agent "([a-z]+)" has trust tier ([123]) and is granted "([^"]*)"$`, func(ctx context.Context, name string, tier int, grant string) error {
 		var scopes []string
