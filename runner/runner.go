@@ -148,6 +148,11 @@ func Run(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus,
 	if opt.Target == nil {
 		return nil, fmt.Errorf("%w: no target", ErrUsage)
 	}
+	// A scenario naming a fixture the suite does not publish is a bug in
+	// the suite, caught before any host starts.
+	if err := scenarios.CheckFixtures(corpus, fixtures.FamilyOf); err != nil {
+		return nil, fmt.Errorf("suite fault: %w", err)
+	}
 	filter, err := scenarios.ParseFilter(opt.Tags)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUsage, err)

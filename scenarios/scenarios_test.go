@@ -54,7 +54,10 @@ func bind(t *testing.T, registry, feature string) error {
 	if err != nil {
 		return err
 	}
-	return Bind(reg, c)
+	if err := Bind(reg, c); err != nil {
+		return err
+	}
+	return CheckFixtures(c, fixtures.FamilyOf)
 }
 
 // TestTheShippedRegistryBindsToTheShippedCorpus is the drift check CI relies on.
@@ -68,6 +71,9 @@ func TestTheShippedRegistryBindsToTheShippedCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := Bind(reg, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckFixtures(c, fixtures.FamilyOf); err != nil {
 		t.Fatal(err)
 	}
 	if len(reg.Entries) == 0 || len(c.Scenarios) == 0 {
