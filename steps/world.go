@@ -291,7 +291,7 @@ func (w *World) KeepState() error {
 	if w.stateDir != "" || w.wantLane {
 		return nil
 	}
-	if _, ok := w.fixtureLocked(); ok && !w.scenario.Isolate && (exclusiveLanes || !w.scenario.Exclusive) {
+	if _, ok := w.fixtureLocked(); ok && !w.scenario.Isolate {
 		w.wantLane = true
 		return nil
 	}
@@ -438,12 +438,6 @@ func (w *World) fixtureLocked() (fixtures.Fixture, bool) {
 	return fixtures.Lookup(w.scenario.Fixture)
 }
 
-// exclusiveLanes says whether exclusive scenarios take turns on one host of
-// their fixture, as they do on a deployed host, rather than each getting a
-// fresh one. Off until every exclusive scenario leaves nothing another can
-// trip over (leased recipes, policies and faults).
-const exclusiveLanes = true
-
 // takeLane waits for the scenario's turn on one of its fixture's lanes and
 // holds it until the scenario ends: the restart lane (whose state directory
 // becomes the host's) for a scenario that restarts its host, the exclusive
@@ -456,7 +450,7 @@ func (w *World) takeLane(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	restarts := w.wantLane
-	want := (restarts || (w.scenario.Exclusive && exclusiveLanes)) && w.lane == nil
+	want := (restarts || w.scenario.Exclusive) && w.lane == nil
 	w.mu.Unlock()
 	if !want {
 		return nil
