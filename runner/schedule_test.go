@@ -23,12 +23,21 @@ func TestLongestWaitsRunFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	longest := map[string]time.Duration{}
+	turns := map[string]time.Duration{}
 	for _, s := range corpus.Scenarios {
 		var d time.Duration
+		turn := s.Exclusive
 		for _, text := range s.Steps {
 			d += cat.Wait(text)
+			turn = turn || cat.TakesTurns(text)
 		}
 		longest[s.URI] = max(longest[s.URI], d)
+		if turn {
+			turns[s.URI] += turnCost
+		}
+	}
+	for uri, d := range turns {
+		longest[uri] = max(longest[uri], d)
 	}
 	if longest[got.Files[0].Name] == 0 {
 		t.Fatalf("the first file, %s, waits nothing: no step declares a wait", got.Files[0].Name)

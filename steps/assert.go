@@ -158,7 +158,7 @@ func clip(b []byte) string {
 func Common(c *Catalog) {
 	c.Given(`^the host keeps its state where the suite can restart it$`, func(ctx context.Context) error {
 		return From(ctx).KeepState()
-	})
+	}).TakesTurns()
 	c.When(`^the host is restarted$`, func(ctx context.Context) error {
 		return From(ctx).Restart(ctx, false)
 	})

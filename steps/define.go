@@ -53,6 +53,10 @@ type Def struct {
 	// WaitUnit, when set, says the step waits as long as the first number
 	// its text carries, in this unit ("pause for 1500 ms").
 	WaitUnit time.Duration
+	// Restarts says the step makes its scenario restart its host: the
+	// scenario takes its turn on the fixture's restart lane, one after
+	// another with the fixture's other such scenarios.
+	Restarts bool
 }
 
 // Step is a definition just added to a catalog.
@@ -63,6 +67,21 @@ type Step struct {
 
 // Waits records that the step may wait up to d of real time on purpose.
 func (s Step) Waits(d time.Duration) { s.c.defs[s.i].Waits = d }
+
+// TakesTurns records that the step puts its scenario on its fixture's
+// restart lane, so the runner starts such scenarios early.
+func (s Step) TakesTurns() { s.c.defs[s.i].Restarts = true }
+
+// TakesTurns reports whether a definition matching text puts its scenario
+// on a restart lane.
+func (c *Catalog) TakesTurns(text string) bool {
+	for _, i := range c.matching(text) {
+		if c.defs[i].Restarts {
+			return true
+		}
+	}
+	return false
+}
 
 // WaitsAsWritten records that the step waits as long as the first number
 // its expression captures, in unit.

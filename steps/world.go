@@ -304,6 +304,17 @@ func (w *World) KeepState() error {
 	return nil
 }
 
+// Alone says the scenario needs its host to itself while it runs (it reads
+// something host-wide): it must be tagged @exclusive, which gives it that
+// on every target (a turn on its fixture's exclusive lane, or, against a
+// deployed host, a turn after every shared scenario).
+func (w *World) Alone() error {
+	if !w.scenario.Exclusive && !w.scenario.Isolate {
+		return Fault("the scenario needs its host to itself: tag it %s", "@exclusive")
+	}
+	return nil
+}
+
 // Fact records something the scenario learned about the host that a
 // reader of the evidence should see (which body form it was sent, where it
 // put a reason word); the run gathers every value of every key.
@@ -479,6 +490,29 @@ func (w *World) Env() fixtures.Env {
 		return fixtures.Env{}
 	}
 	return w.scenario.Fixtures.Env
+}
+
+// FixtureConfig is the configuration of the scenario's fixture as
+// published (no state directory, no instance).
+func (w *World) FixtureConfig() (target.Config, error) {
+	f, ok := w.Fixture()
+	if !ok {
+		return target.Config{}, Fault("the scenario runs on no fixture")
+	}
+	cfg, err := w.scenario.Fixtures.Config(f.Name)
+	if err != nil {
+		return target.Config{}, Fault("%v", err)
+	}
+	return cfg, nil
+}
+
+// FixtureMemo returns what build makes for key, once per run: a view of
+// the fixture that every scenario of the run shares and none changes.
+func (w *World) FixtureMemo(key string, build func() (any, error)) (any, error) {
+	if w.scenario.Fixtures == nil {
+		return build()
+	}
+	return w.scenario.Fixtures.Memo(key, build)
 }
 
 // Fakes is the run's server for the suite's fakes, where fixture hosts

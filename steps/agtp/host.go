@@ -174,27 +174,36 @@ func (s *state) fixture(ctx context.Context) (*fixtureView, error) {
 	if f.Family != family {
 		return nil, steps.Fault("fixture %s is of family %s, not %s", f.Name, f.Family, family)
 	}
-	cfg, err := w.Config()
+	// Every scenario of the run reads the same view (read only): decoding a
+	// fixture's section, hundreds of agents long, once per scenario cost a
+	// tenth of a run's CPU.
+	v, err := w.FixtureMemo("agtp-view:"+f.Name, func() (any, error) {
+		cfg, err := w.FixtureConfig()
+		if err != nil {
+			return nil, err
+		}
+		var sec struct {
+			RCNS    map[string]any   `json:"rcns"`
+			Propose map[string]any   `json:"propose"`
+			Recipes []map[string]any `json:"recipes"`
+			Methods []string         `json:"methods"`
+		}
+		if err := json.Unmarshal(cfg.Section(family), &sec); err != nil {
+			return nil, steps.Fault("fixture %s's agtp section does not decode: %v", f.Name, err)
+		}
+		if sec.RCNS == nil {
+			sec.RCNS = map[string]any{}
+		}
+		if sec.Propose == nil {
+			sec.Propose = map[string]any{}
+		}
+		return &fixtureView{name: f.Name, rcns: sec.RCNS, propose: sec.Propose, recipes: sec.Recipes, methods: sec.Methods}, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	var sec struct {
-		RCNS    map[string]any   `json:"rcns"`
-		Propose map[string]any   `json:"propose"`
-		Recipes []map[string]any `json:"recipes"`
-		Methods []string         `json:"methods"`
-	}
-	if err := json.Unmarshal(cfg.Section(family), &sec); err != nil {
-		return nil, steps.Fault("fixture %s's agtp section does not decode: %v", f.Name, err)
-	}
-	if sec.RCNS == nil {
-		sec.RCNS = map[string]any{}
-	}
-	if sec.Propose == nil {
-		sec.Propose = map[string]any{}
-	}
-	s.fx = &fixtureView{name: f.Name, rcns: sec.RCNS, propose: sec.Propose, recipes: sec.Recipes, methods: sec.Methods}
-	s.knobs = sec.RCNS
+	s.fx = v.(*fixtureView)
+	s.knobs = s.fx.rcns
 	return s.fx, nil
 }
 
