@@ -391,14 +391,6 @@ func (s *state) expand(target string) string {
 	return target
 }
 
-func strs(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, x := range ss {
-		out[i] = x
-	}
-	return out
-}
-
 // literal reads the value a Given step writes after "=" (a JSON literal:
 // true, 2, "optimistic").
 func literal(text string) (any, error) {
