@@ -640,7 +640,7 @@ func (w *World) Acquire(ctx context.Context, cfg target.Config) (*target.Host, e
 		w.mu.Unlock()
 		return h, nil
 	case errors.As(err, &de):
-		return nil, Block(verdict.CauseDeclined, "the host declined configuration %s: %s", cfg.Digest(), de.Reason)
+		return nil, Block(verdict.CauseDeclined, "the host declined %s: %s", describeConfig(cfg), de.Reason)
 	case errors.As(err, &se):
 		return nil, &Failure{NotStarted: true, Msg: se.Error()}
 	case errors.Is(err, target.ErrUnsatisfiable):
@@ -648,8 +648,16 @@ func (w *World) Acquire(ctx context.Context, cfg target.Config) (*target.Host, e
 	case ctx.Err() != nil:
 		return nil, Fault("the run was interrupted while starting a host: %v", err)
 	default:
-		return nil, Fault("the %s target could not start a host for configuration %s: %v", w.Target.Kind(), cfg.Digest(), err)
+		return nil, Fault("the %s target could not start a host for %s: %v", w.Target.Kind(), describeConfig(cfg), err)
 	}
+}
+
+// describeConfig names a configuration for a reader: its fixture, and its digest.
+func describeConfig(cfg target.Config) string {
+	if f := cfg.Fixture(); f != "" {
+		return "fixture " + f + " (configuration " + cfg.Digest() + ")"
+	}
+	return "configuration " + cfg.Digest()
 }
 
 // Host returns the host the scenario drives, acquiring it from the target on

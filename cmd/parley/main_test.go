@@ -10,8 +10,7 @@ import (
 	"testing"
 
 	"github.com/parley-conformance/parley/evidence"
-	"github.com/parley-conformance/parley/peers/sink"
-	"github.com/parley-conformance/parley/refhost"
+	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 )
 
@@ -165,16 +164,16 @@ func TestAHostThatNeverStartsFailsEveryRequirement(t *testing.T) {
 	}
 }
 
-// declining writes an adapter that declines every configuration with seams
-// and runs the reference host for the rest.
+// declining writes an adapter that declines the enforce-mode fixture (or
+// every fixture) and runs the reference host for the rest.
 func declining(t *testing.T, all bool) string {
 	t.Helper()
 	script := filepath.Join(t.TempDir(), "adapter.sh")
-	cond := `grep -q '"seams":true' "$1"`
+	cond := `grep -q '"fixture":"contractrefine-enforce"' "$1"`
 	if all {
 		cond = "true"
 	}
-	body := "if " + cond + "; then echo '{\"parley\":\"declined\",\"reason\":\"this host has no test seams\"}'; exit 0; fi\nexec env " + self(t) + " refhost \"$1\"\n"
+	body := "if " + cond + "; then echo '{\"parley\":\"declined\",\"reason\":\"this host has no enforce mode\"}'; exit 0; fi\nexec env " + self(t) + " refhost \"$1\"\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -198,8 +197,8 @@ func TestADeclinedConfigurationIsBlockedWithItsReason(t *testing.T) {
 		switch r.Result {
 		case verdict.Blocked:
 			blocked++
-			if r.Cause != verdict.CauseDeclined || !strings.Contains(r.Detail, "this host has no test seams") {
-				t.Errorf("%s: blocked as %s (%s), want configuration-declined with the host's reason", r.ID, r.Cause, r.Detail)
+			if r.Cause != verdict.CauseDeclined || !strings.Contains(r.Detail, "this host has no enforce mode") || !strings.Contains(r.Detail, "contractrefine-enforce") {
+				t.Errorf("%s: blocked as %s (%s), want configuration-declined naming the fixture, with the host's reason", r.ID, r.Cause, r.Detail)
 			}
 		case verdict.ExecutedPass:
 		default:
@@ -228,26 +227,25 @@ func TestARunThatWitnessesNothingNeverSucceeds(t *testing.T) {
 	}
 }
 
-// TestURLTargetBlocksWhatTheHostDoesNotDeclareAndFailsWhatItBreaks points the
-// url target at a running refhost whose declared configuration lies about its
-// mode: scenarios needing another configuration are blocked, and those that
-// run against the lie fail.
-func TestURLTargetBlocksWhatTheHostDoesNotDeclareAndFailsWhatItBreaks(t *testing.T) {
-	// The host delivers to the destination this process runs for the
-	// scenarios, so that the tool scenarios' configuration can match.
-	tools := `"tools":{"deliver_url":"` + sink.Shared().URL() + `"}`
-	h, err := refhost.Start(refhost.Options{Config: []byte(`{"contractrefine":{"mode":"advisory",` + tools + `}}`)})
-	if err != nil {
+// TestURLTargetBlocksWhatIsNotDeployedAndFailsWhatItBreaks deploys one
+// reference host from the advisory fixture and lists it as the host of the
+// enforce fixture (its ready line says so: a host that lies about what it
+// runs): the enforce scenarios run against it and fail, and every other
+// fixture's scenarios, which no listed host runs, are blocked.
+func TestURLTargetBlocksWhatIsNotDeployedAndFailsWhatItBreaks(t *testing.T) {
+	dir, _ := writeFixtures(t)
+	var ready target.ReadyLine
+	if err := json.Unmarshal(deploy(t, filepath.Join(dir, "contractrefine-advisory.json")), &ready); err != nil {
 		t.Fatal(err)
 	}
-	defer h.Close()
-	dir := t.TempDir()
-	declared := filepath.Join(dir, "declared.json")
-	if err := os.WriteFile(declared, []byte(`{"contractrefine":{"mode":"enforce",`+tools+`}}`), 0o644); err != nil {
+	ready.Fixture = "contractrefine-enforce"
+	line, _ := json.Marshal(ready)
+	hosts := filepath.Join(t.TempDir(), "hosts.json")
+	if err := os.WriteFile(hosts, []byte(`{"contractrefine-enforce": `+string(line)+`}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "out")
-	code := execute([]string{"run", "--quiet", "--target", "url", "--url", h.URL, "--host-config", declared, "--tags", slice, "--out", out})
+	out := filepath.Join(t.TempDir(), "out")
+	code := execute([]string{"run", "--quiet", "--target", "url", "--fixtures", dir, "--hosts", hosts, "--tags", slice, "--out", out})
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d", code, exitFailed)
 	}
@@ -255,6 +253,11 @@ func TestURLTargetBlocksWhatTheHostDoesNotDeclareAndFailsWhatItBreaks(t *testing
 	tot := st.Predicate.Totals
 	if tot.Blocked == 0 || tot.ExecutedFail == 0 {
 		t.Fatalf("want some blocked and some failed: %+v", tot)
+	}
+	for _, r := range st.Predicate.Requirements {
+		if r.Result == verdict.Blocked && (r.Cause != verdict.CauseTarget || !strings.Contains(r.Detail, "no host runs fixture") && !strings.Contains(r.Detail, "starts it again on its state")) {
+			t.Errorf("%s: blocked as %s: %s; want target-cannot-provide naming the fixture no host runs, or the restart", r.ID, r.Cause, r.Detail)
+		}
 	}
 }
 
