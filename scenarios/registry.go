@@ -37,6 +37,21 @@ const (
 	WitnessUnwitnessable = "unwitnessable" // no observable; Rationale says why
 )
 
+// Bases of an entry: where the rule comes from. The fairness rule (GUIDE,
+// "Spec conflicts and gaps"): a spec profile holds a host only to what the
+// text says (text) or to a reading of it recorded with the id in
+// docs/interpretations.md (interpretation) that accepts every reading the
+// text allows; a check that needs a choice the text leaves open is parley's
+// own (binding) and lives in the family's <family>-parley-binding profile.
+const (
+	BasisText           = "text"
+	BasisInterpretation = "interpretation"
+	BasisBinding        = "binding"
+)
+
+// BindingProfileSuffix ends the name of every profile of binding rules.
+const BindingProfileSuffix = "-parley-binding"
+
 // Statuses of an entry. A retired id keeps its entry as a tombstone so that
 // the id is never reused for something else.
 const (
@@ -55,6 +70,8 @@ type Entry struct {
 	Profile   string `toml:"profile" json:"profile"`
 	Status    string `toml:"status" json:"status"`
 	Rationale string `toml:"rationale,omitempty" json:"rationale,omitempty"`
+	// Basis is text, interpretation or binding (BasisText when unset).
+	Basis string `toml:"basis,omitempty" json:"basis"`
 }
 
 // Scored reports whether a host's verdict on this entry counts toward
@@ -143,6 +160,9 @@ func loadRegistry(fsys fs.FS) (*Registry, error) {
 			if e.Status == "" {
 				e.Status = StatusActive
 			}
+			if e.Basis == "" {
+				e.Basis = BasisText
+			}
 			if _, dup := r.byID[e.ID]; dup {
 				return nil, fmt.Errorf("registry %s: duplicate id %s", name, e.ID)
 			}
@@ -202,6 +222,18 @@ func (r *Registry) checkEntries() error {
 		}
 		if e.Section == "" || e.Statement == "" || e.Profile == "" {
 			bad("section, statement and profile are required")
+		}
+		switch binding := strings.HasSuffix(e.Profile, BindingProfileSuffix); e.Basis {
+		case BasisText, BasisInterpretation:
+			if binding {
+				bad("profile %s holds parley's own choices: its entries have basis = %q", e.Profile, BasisBinding)
+			}
+		case BasisBinding:
+			if !binding {
+				bad("a binding rule (parley's own choice) belongs to profile %s%s, not %s", e.Family, BindingProfileSuffix, e.Profile)
+			}
+		default:
+			bad("basis %q is not text, interpretation or binding", e.Basis)
 		}
 	}
 	for _, p := range r.Preconditions {

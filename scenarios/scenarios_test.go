@@ -1,6 +1,7 @@
 package scenarios
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -102,6 +103,9 @@ func TestBindRefuses(t *testing.T) {
 		{"a malformed id", strings.Replace(goodRegistry, `"demo.area.first"`, `"Demo.Area"`, 1), goodFeature, "id must be"},
 		{"an unknown field", strings.Replace(goodRegistry, `level = "MUST"`, "level = \"MUST\"\nlevle = \"MUST\"", 1), goodFeature, "levle"},
 		{"a bad level", strings.Replace(goodRegistry, `level = "MUST"`, `level = "MUSTN'T"`, 1), goodFeature, "is not MUST, SHOULD or MAY"},
+		{"a binding rule in a spec profile", strings.Replace(goodRegistry, `witness = "wire"`, "witness = \"wire\"\nbasis = \"binding\"", 1), goodFeature, "belongs to profile demo-parley-binding"},
+		{"a text rule in a binding profile", strings.ReplaceAll(goodRegistry, `profile = "demo-core"`, `profile = "demo-parley-binding"`), strings.Replace(goodFeature, "@profile:demo-core", "@profile:demo-parley-binding", 1), `its entries have basis = "binding"`},
+		{"an unknown basis", strings.Replace(goodRegistry, `witness = "wire"`, "witness = \"wire\"\nbasis = \"folklore\"", 1), goodFeature, `basis "folklore" is not text`},
 		{"a scenario naming no fixture", goodRegistry, strings.Replace(goodFeature, " @fixture:demo-core", "", 1), "no @fixture tag"},
 		{"a fixture that does not exist", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:demo-gone", 1), "@fixture:demo-gone names no fixture"},
 		{"another family's fixture", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:elsewhere-core", 1), "belongs to family elsewhere"},
@@ -152,6 +156,25 @@ func TestFilterRefusesWhatGodogWouldMisread(t *testing.T) {
 	for _, expr := range []string{"@a and @b", "not @a", "@a or @b", "(@a)", "@a,", "@a && ", "a", "@a @b"} {
 		if _, err := ParseFilter(expr); err == nil {
 			t.Errorf("%q: want a usage error", expr)
+		}
+	}
+}
+
+// TestEveryInterpretationIsRecorded: an id whose basis is an interpretation
+// of the text, or parley's own binding choice, is named in
+// docs/interpretations.md, where a reader finds the reading and why.
+func TestEveryInterpretationIsRecorded(t *testing.T) {
+	reg, err := LoadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../docs/interpretations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range reg.Entries {
+		if e.Basis != BasisText && !strings.Contains(string(doc), e.ID) {
+			t.Errorf("%s has basis %s, and docs/interpretations.md does not name it", e.ID, e.Basis)
 		}
 	}
 }

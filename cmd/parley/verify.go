@@ -159,7 +159,14 @@ func newRequirementsCmd() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "requirements",
-		Short: "List the requirement registry: ids, levels, profiles, witnesses",
+		Short: "List the requirement registry: ids, levels, profiles, bases, witnesses",
+		Long: `Requirements lists every requirement id with its level, profile, basis,
+witness class, scenario count and spec section. The basis says where the
+rule comes from: text (the specification says it), interpretation (a
+reading of the text recorded in docs/interpretations.md that accepts every
+reading the text allows), or binding (a choice the text leaves open, made
+by parley; such ids are in the <family>-parley-binding profiles, so a host
+can certify the spec profiles without them).`,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, corpus, err := loadSuite()
@@ -185,9 +192,9 @@ func newRequirementsCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), list)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tLEVEL\tPROFILE\tWITNESS\tSCENARIOS\tSECTION")
+			fmt.Fprintln(tw, "ID\tLEVEL\tPROFILE\tBASIS\tWITNESS\tSCENARIOS\tSECTION")
 			for _, e := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Level, e.Profile, e.Witness, count[e.ID], e.Section)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Level, e.Profile, e.Basis, e.Witness, count[e.ID], e.Section)
 			}
 			return tw.Flush()
 		},
