@@ -167,7 +167,7 @@ reading of the text recorded in docs/interpretations.md that accepts every
 reading the text allows), or binding (a choice the text leaves open, made
 by parley; such ids are in the <family>-parley-binding profiles, so a host
 can certify the spec profiles without them).`,
-		Args:  cobra.NoArgs,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			reg, corpus, err := loadSuite()
 			if err != nil {
