@@ -222,6 +222,7 @@ func Run(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus,
 		res.Hosts, res.Restarts = c.Started()
 	}
 	res.Finished = time.Now().UTC()
+	res.Scenarios = resolvePreconditions(res.Scenarios)
 	res.Rows = rows(res.Scenarios, profileSkipped)
 	return res, nil
 }
@@ -556,6 +557,44 @@ func classify(w *steps.World, err error) ScenarioResult {
 }
 
 // rows folds scenario verdicts into requirement verdicts.
+// resolvePreconditions turns a scenario blocked on a precondition into the
+// host's failure when every requirement the precondition relies on passed
+// in the scenarios that witness it: the setup failed in this scenario
+// alone, so the host behaves differently here, and that is a failure of the
+// requirement under test, not a root cause elsewhere to fix first. Only the
+// scenarios that witness a requirement directly decide whether it passed.
+func resolvePreconditions(results []ScenarioResult) []ScenarioResult {
+	var direct []ScenarioResult
+	for _, s := range results {
+		if s.Cause != verdict.CausePrecondition {
+			direct = append(direct, s)
+		}
+	}
+	passed := map[string]bool{}
+	for _, r := range rows(direct, nil) {
+		passed[r.ID] = r.Result == verdict.ExecutedPass
+	}
+	out := make([]ScenarioResult, len(results))
+	for i, s := range results {
+		out[i] = s
+		if s.Cause != verdict.CausePrecondition || len(s.ReliesOn) == 0 {
+			continue
+		}
+		all := true
+		for _, id := range s.ReliesOn {
+			all = all && passed[id]
+		}
+		if !all {
+			continue
+		}
+		out[i].Result, out[i].Cause = verdict.ExecutedFail, ""
+		out[i].Detail = fmt.Sprintf("a setup failed in this scenario though %s passed in the scenarios that witness it, so the host behaves otherwise here: %s",
+			strings.Join(s.ReliesOn, ", "), s.Detail)
+		out[i].ReliesOn = nil
+	}
+	return out
+}
+
 func rows(results []ScenarioResult, profileSkipped map[string]bool) []Row {
 	byID := map[string]*Row{}
 	for _, s := range results {
