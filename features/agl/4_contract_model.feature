@@ -136,14 +136,14 @@ Feature: Operation contracts and authority grants
     And the destination received no message
     And the permit is not consumed
 
-  @req:agl.authority.revocation-cascades @profile:agl-core @fixture:agl-core
+  @req:agl.authority.revocation-cascades @profile:agl-parley-binding @fixture:agl-core
   Scenario: Revoking a grant stops the grants delegated from it
     Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
     When the authorization service revokes the principal's grant
     And the helper's agent proposes a transfer of 200 to "DE89370400440532013000" under the delegated grant
     Then the action is refused with status 403, code "grant_revoked" and category "authorization_denied"
 
-  @req:agl.authority.revocation-cascades @profile:agl-core @fixture:agl-core
+  @req:agl.authority.revocation-cascades @profile:agl-parley-binding @fixture:agl-core
   Scenario: Revoking a grant stops an approved dispatch under a grant delegated from it
     Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
     And the helper's agent proposes a transfer of 200 to "DE89370400440532013000" under the delegated grant
