@@ -664,6 +664,16 @@ var contractRefineRules = []Rule{
 		}),
 	},
 	{
+		ID:     "contractrefine.tool.advisory-required-preflight-deny-frame",
+		Broken: "in advisory mode a call missing a preflight its policy bundle requires leaves no deny frame",
+		Response: frames(func(kind string, a map[string]any) []map[string]any {
+			if kind == "autonomy.decision" && a["outcome"] == "deny" {
+				return nil
+			}
+			return []map[string]any{a}
+		}),
+	},
+	{
 		ID:     "contractrefine.tool.advisory-continues-to-policy",
 		Broken: "in advisory mode a failed binding answers 403, as enforce does",
 		Intercept: func(x *Exchange) *Response {
@@ -845,9 +855,8 @@ var contractRefineRules = []Rule{
 		Response: sharedBudget(func(l ladder) string { return l.planHash }, &ladderRepairs.byPlanHash),
 	},
 	{
-		ID:      "contractrefine.preflight.post.repair-attempts-bounded",
-		Variant: "refilled-by-restart",
-		Broken:  "keeps repair budgets in memory only: a restart refills a spent budget",
+		ID:     "contractrefine.preflight.post.repair-budget-survives-restart",
+		Broken: "keeps repair budgets in memory only: a restart refills a spent budget",
 		Response: func(x *Exchange, r *Response) {
 			if !isPreflightPost(x) || r.Status != http.StatusOK {
 				return

@@ -104,7 +104,7 @@ Feature: POST /v1/preflight
       | 3   | session   |
       | 3   | plan hash |
 
-  @req:contractrefine.preflight.post.repair-attempts-bounded @profile:contractrefine-preflight @fixture:contractrefine-advisory
+  @req:contractrefine.preflight.post.repair-budget-survives-restart @profile:contractrefine-parley-binding @fixture:contractrefine-advisory
   Scenario Outline: A restart does not refill a spent repair budget
     Given a ContractRefine host in "advisory" mode allowing at most <max> repair attempts
     And the host keeps its state where the suite can restart it

@@ -43,7 +43,17 @@ Feature: /v1/tool binding to a prior preflight
       | a deny                   | whose plan step kind differs from the capability | bound to that preflight          |
       | a repair_required        | for a plan whose params lack provenance          | bound to that preflight          |
       | a pass for another kind  | for a plan that satisfies every contract         | bound to that preflight          |
-      | no preflight, required   | for a plan that delivers                         | without a preflight id           |
+
+  # The ladder lists required preflight under enforce; recording its absence
+  # in advisory is parley's choice (contractrefine-parley-binding).
+  @req:contractrefine.tool.advisory-required-preflight-deny-frame @profile:contractrefine-parley-binding @fixture:contractrefine-advisory
+  Scenario: Advisory mode records a call missing a required preflight as a deny frame
+    Given a ContractRefine host in "advisory" mode whose policy bundle requires preflight for "tool.deliver"
+    And its tool.deliver delivers to a destination the suite runs
+    And the WAL seam is enabled
+    When the agent requests a preflight for a plan that delivers
+    And the agent calls tool "tool.deliver" without a preflight id
+    Then the WAL holds a deny autonomy.decision frame for that call
 
   @req:contractrefine.tool.advisory-continues-to-policy @profile:contractrefine-tool-binding @fixture:contractrefine-advisory
   Scenario Outline: Advisory mode never refuses a call for its binding, whatever failed

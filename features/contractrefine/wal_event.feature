@@ -35,7 +35,7 @@ Feature: The autonomy.preflight WAL frame
       | a truncated preflight request               |
       | a preflight request followed by stray bytes |
 
-  @req:contractrefine.preflight.wal.frame-attributes @req:contractrefine.preflight.post.reason-shape @profile:contractrefine-preflight
+  @req:contractrefine.preflight.wal.frame-attributes @profile:contractrefine-preflight
   Scenario Outline: The frame carries the spec's attributes, typed, with the decision's values
     When the agent requests a preflight <request>
     Then the WAL frame of that preflight satisfies the schema "contractrefine/wal-frame.json"
@@ -43,7 +43,19 @@ Feature: The autonomy.preflight WAL frame
     And the WAL frame of that preflight carries the request's plan_hash and capability
     And the WAL frame of that preflight has contract_results encoding the decision's contract_results
     And the WAL frame of that preflight has repair_hints_count equal to the number of the decision's repair hints
-    And the WAL frame's reason has the shape "contract: <subreason>"
+
+    Examples:
+      | request                                          |
+      | for a plan that satisfies every contract         |
+      | for a plan whose params lack provenance          |
+      | whose plan step kind differs from the capability |
+
+  # Its own scenario, so that a frame failing the attribute schema does not
+  # fail the reason-shape rule when every reason is well formed.
+  @req:contractrefine.preflight.post.reason-shape @profile:contractrefine-preflight
+  Scenario Outline: The frame's reason has the spec's shape
+    When the agent requests a preflight <request>
+    Then the WAL frame's reason has the shape "contract: <subreason>"
 
     Examples:
       | request                                          |
