@@ -1091,9 +1091,8 @@ var aglRuntimeRules = []Rule{
 		}),
 	},
 	{
-		ID:      "agl.retry.authority-rechecked",
-		Variant: "never-retries",
-		Broken:  "never retries a deduplicated operation at all, so that stopping after a revocation shows no re-check",
+		ID:     "agl.retry.retries-while-allowed",
+		Broken: "never retries a deduplicated operation at all (faithful to the text, which permits retries; not to parley's binding)",
 		Config: func(c map[string]map[string]any) {
 			aglEachAccount(c, "email", func(a map[string]any) { a["honours_idempotency_key"] = false })
 		},
@@ -1106,7 +1105,7 @@ var aglRuntimeRules = []Rule{
 		}),
 	},
 	{
-		ID:      "agl.retry.attempt-budget",
+		ID:      "agl.retry.retries-while-allowed",
 		Variant: "off-by-one",
 		Broken:  "counts the first attempt against the budget twice: it makes one attempt fewer than the contract allows",
 		Intercept: aglRewriteContract(func(sc map[string]any) {
@@ -1405,9 +1404,22 @@ var aglRuntimeRules = []Rule{
 		}),
 	},
 	{
-		ID:      "agl.recovery.fingerprints-checked",
-		Variant: "never-resumes",
-		Broken:  "never resumes an interrupted send, even one it could settle safely under its key",
+		ID:      "agl.recovery.resumes-deduplicated-send",
+		Variant: "unchecked",
+		Broken:  "resumes an interrupted deduplicated send on recovery without checking the contract it was approved under, and records no stop",
+		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
+			if op["state"] != "Unknown" || !strings.Contains(aglOutcomeReason(op), "stopped while the operation was claimed") {
+				return false
+			}
+			aglResend(x, op)
+			op["state"], op["awaiting_reconciliation"] = "ReconciledCompleted", false
+			op["reconciliation"] = map[string]any{"method": "idempotent_retry", "resolution": "completed", "at": time.Now().UTC().Format(time.RFC3339)}
+			return true
+		}),
+	},
+	{
+		ID:     "agl.recovery.resumes-deduplicated-send",
+		Broken: "never resumes an interrupted send, even one it could settle safely under its key (faithful to the text, not to parley's binding)",
 		Config: func(c map[string]map[string]any) {
 			aglEachAccount(c, "email", func(a map[string]any) { a["honours_idempotency_key"] = false })
 		},

@@ -312,6 +312,13 @@ var aglCheckerRules = []Rule{
 				r.SetJSON(map[string]any{"accepted": true})
 			}
 		}},
+	{ID: "agl.contract.interface-binding-changes", Broken: "registers the removal of authority and an idempotency change under a minor version (faithful to section 10's list, not to parley's binding)",
+		Response: func(x *Exchange, r *Response) {
+			if chkContractVersion(x) != "" && r.Status == http.StatusConflict && strings.Contains(string(r.Body), "incompatible_contract_change") {
+				r.Status = http.StatusCreated
+				r.SetJSON(map[string]any{"accepted": true})
+			}
+		}},
 	{ID: "agl.contract.interface-compatibility", Variant: "refuses-minor-versions", Broken: "refuses every new minor version, compatible or not",
 		Intercept: func(x *Exchange) *Response {
 			if v := chkContractVersion(x); strings.Contains(v, ".") {

@@ -70,10 +70,25 @@ Feature: Checked workflows and module interfaces
     Examples:
       | version | change                                           |
       | 1.1     | an added effect audit_write                      |
-      | 1.1     | no authority requirement                         |
       | 1.2     | an added authority requirement on the recipients |
       | 1.0.1   | the approver role treasurer                      |
-      | 1.1     | deduplication by destination key                 |
+
+  # Section 10 lists added authority or effects, strengthened preconditions
+  # and changed states or approval bindings; removing authority or changing
+  # the idempotency contract is not on that list, so refusing them under
+  # the same major version is parley's binding.
+  @req:agl.contract.interface-binding-changes @profile:agl-parley-binding
+  Scenario Outline: parley's binding: removing authority or changing idempotency under the same major version is refused
+    Given an AGL host with a fake email destination the suite counts
+    And a principal whose agent may use the email and transfer operations under a grant from the authorization service
+    When the operator registers the email contract again at version "<version>" with <change>
+    Then the response is refused with status 409 and code "incompatible_contract_change"
+    And the registered email contract is version "1" still, with its first fingerprint
+
+    Examples:
+      | version | change                           |
+      | 1.1     | no authority requirement         |
+      | 1.1     | deduplication by destination key |
 
   @req:agl.contract.interface-compatibility @profile:agl-core
   Scenario Outline: A compatible change registers as a minor version, with a new fingerprint

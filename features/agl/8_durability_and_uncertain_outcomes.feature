@@ -128,14 +128,16 @@ Feature: Durable operations and uncertain outcomes
     And the destination received exactly one message, keyed by the operation id
     And the destination was sent the message 2 times, every time with the operation id as idempotency key
 
+  # A host may retry here (section 8 permits it) or not: every attempt it
+  # makes, one or several, must carry the operation's identity and context.
   @req:agl.dispatch.handler-context @profile:agl-core @fixture:agl-core
-  Scenario: Every attempt of a retried operation carries the same identity and context
+  Scenario: Every attempt of an operation the host may retry carries the same identity and context
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
     And the destination will fail after taking effect on the next message
     When the agent dispatches the approved send
-    Then the dispatch completed
+    Then the response status is 200
     And every send the destination was asked for names the operation, the principal's grant and the permit, with attempts counting up from 1
 
   @req:agl.durability.distinct-operation-ids @profile:agl-operation-store @fixture:agl-core
@@ -151,6 +153,9 @@ Feature: Durable operations and uncertain outcomes
       | 3 | transfers of 200 to "DE89370400440532013000" | ledger      |
       | 2 | sends of a draft to "bob@example.com"        | destination |
 
+  # Section 8 permits a retry and never requires one: a host that never
+  # retries passes these rows; the control row, which needs the retry to
+  # happen, is parley's binding (agl.retry.retries-while-allowed).
   @req:agl.retry.authority-rechecked @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A retry checks authority and approval again: revoked between attempts, there is no second attempt
     Given an AGL host whose fake email destination deduplicates by idempotency key
@@ -170,10 +175,43 @@ Feature: Durable operations and uncertain outcomes
       | between the attempts                                    | state     | attempts |
       | the resolver revokes the permit                         | Unknown   | 1        |
       | the authorization service revokes the principal's grant | Unknown   | 1        |
-      | the operator reads the principal's grant                | Completed | 2        |
 
+  @req:agl.retry.retries-while-allowed @profile:agl-parley-binding @fixture:agl-core
+  Scenario: parley's binding: a retry whose grant and permit are still valid is made
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts, 1500 ms apart
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent starts dispatching the approved send
+    And the first attempt has reached the destination
+    And the operator reads the principal's grant
+    And the dispatch finishes
+    Then the operation is "Completed"
+    And the operation made 2 attempts
+    And the destination was sent the message 2 times, every time with the operation id as idempotency key
+    And the destination received exactly one message
+
+  # A host may stop before the budget (or never retry): the spec rows check
+  # only that no attempt exceeds it; using the whole budget is parley's
+  # binding (agl.retry.retries-while-allowed, below).
   @req:agl.retry.attempt-budget @profile:agl-operation-store @fixture:agl-core
-  Scenario Outline: The attempt budget ends the retries
+  Scenario Outline: The attempt budget bounds the retries
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to <max> attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next <failures> messages
+    When the agent dispatches the approved send
+    Then the operation is "Unknown"
+    And the operation made at most <max> attempts, and the destination was sent the message once per attempt, every time with the operation id as idempotency key
+    And the destination received exactly one message
+
+    Examples:
+      | max | failures |
+      | 2   | 3        |
+      | 3   | 5        |
+
+  @req:agl.retry.retries-while-allowed @profile:agl-parley-binding @fixture:agl-core
+  Scenario Outline: parley's binding: retries go on while the attempt budget allows
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to <max> attempts
     And the principal has an approved send of a draft to "bob@example.com"
@@ -190,8 +228,26 @@ Feature: Durable operations and uncertain outcomes
       | 3   | 5        | Unknown   | 3        |
       | 3   | 2        | Completed | 3        |
 
+  # Not retrying a failure the selector leaves out holds whether or not a
+  # host retries at all; retrying one it names is parley's binding.
   @req:agl.retry.selector-honoured @profile:agl-operation-store @fixture:agl-core
-  Scenario Outline: Only the failures the contract's retry selector names are retried
+  Scenario Outline: A failure the contract's retry selector does not name is not retried
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts, retrying only on <selected>
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will <fault>
+    When the agent dispatches the approved send
+    Then the operation is "Unknown"
+    And the operation made 1 attempt
+    And the destination was sent the message 1 time, every time with the operation id as idempotency key
+
+    Examples:
+      | selected           | fault                                                          |
+      | timeout            | fail after taking effect on the next message                   |
+      | destination_error  | answer unreadable JSON after taking effect on the next message |
+
+  @req:agl.retry.retries-while-allowed @profile:agl-parley-binding @fixture:agl-core
+  Scenario Outline: parley's binding: a failure the retry selector names is retried
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to 3 attempts, retrying only on <selected>
     And the principal has an approved send of a draft to "bob@example.com"
@@ -203,8 +259,6 @@ Feature: Durable operations and uncertain outcomes
 
     Examples:
       | selected           | fault                                                          | state     | attempts |
-      | timeout            | fail after taking effect on the next message                   | Unknown   | 1        |
-      | destination_error  | answer unreadable JSON after taking effect on the next message | Unknown   | 1        |
       | unreadable_receipt | answer unreadable JSON after taking effect on the next message | Completed | 2        |
       | destination_error  | fail after taking effect on the next message                   | Completed | 2        |
 
@@ -276,8 +330,29 @@ Feature: Durable operations and uncertain outcomes
       | reject the next message before any effect    | FailedNoEffect | crashes and is started again | permit_consumed      | permit_claimed       |
       | fail after taking effect on the next message | Unknown        | crashes and is started again | uncertain_completion | uncertain_completion |
 
+  # Whether recovery resends at all is the host's choice (section 8 permits
+  # a retry of a deduplicated write, never requires it): the spec form
+  # checks what holds either way, that after the contract changed nothing is
+  # sent and the operation stays Unknown; resuming, and the audit record of
+  # a stop, are parley's binding (agl.recovery.resumes-deduplicated-send).
   @req:agl.recovery.fingerprints-checked @profile:agl-operation-store @fixture:agl-store
-  Scenario Outline: Recovery resumes an interrupted send only under the contract it was approved with
+  Scenario: Recovery sends nothing under a contract registered anew since the approval
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And the operator registers the email contract again at version "2" allowing 3 attempts
+    And the host crashes and is started again
+    Then the host soon reports the operation "Unknown"
+    And the destination received no message
+
+  @req:agl.recovery.resumes-deduplicated-send @profile:agl-parley-binding @fixture:agl-store
+  Scenario Outline: parley's binding: recovery resumes an interrupted send only under the contract it was approved with
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
     And the host keeps its state where the suite can restart it

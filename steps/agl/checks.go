@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -246,6 +247,31 @@ func registerChecks(c *steps.Catalog) {
 		w.Observe(nil)
 		sent := s.mail.sends()
 		if err := w.Assert(len(sent) == n, "the destination was sent %d request(s), want %d", len(sent), n); err != nil {
+			return err
+		}
+		for _, r := range sent {
+			if err := w.Assert(r.key == s.opID && r.operation == s.opID, "a send carried key %q for operation %q, want %q", r.key, r.operation, s.opID); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// A host may stop retrying before the budget, or never retry (section 8
+	// permits retries, it does not require them): the attempts it made are
+	// at most the budget, each one a send under the operation's key.
+	c.Then(`^the operation made at most (\d+) attempts?, and the destination was sent the message once per attempt, every time with the operation id as idempotency key$`, func(ctx context.Context, n int) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		a, err := strconv.Atoi(steps.Text(m["attempt"]))
+		if err := w.Assert(err == nil && a >= 1 && a <= n, "the operation made %v attempt(s), want 1 to %d", m["attempt"], n); err != nil {
+			return err
+		}
+		w.Observe(nil)
+		sent := s.mail.sends()
+		if err := w.Assert(len(sent) == a, "the destination was sent %d request(s), the operation says it made %d attempt(s)", len(sent), a); err != nil {
 			return err
 		}
 		for _, r := range sent {
