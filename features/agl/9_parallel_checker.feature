@@ -33,7 +33,6 @@ Feature: Parallel scopes, parallel maps and races in the checker
       | parallel/one-permit-two-branches  | AGL-E0601 | 15:41-15:42 |
       | parallel/one-handle-two-branches  | AGL-E0601 | 13:30-13:31 |
       | parallel/shared-borrow            | AGL-E0601 | 14:33-14:34 |
-      | parallel/write-shared-value       | AGL-E0601 | 13:25-13:30 |
       | parallel/map-permit               | AGL-E0603 | 11:39-11:40 |
       | parallel/map-handle               | AGL-E0603 | 10:31-10:32 |
 

@@ -1709,7 +1709,12 @@ func (c *checker) parallel(e *env, s *Stmt) {
 			for i := 0; i < j && !reported[n]; i++ {
 				ti, ok := runs[i].tr.touches[n]
 				b0 := e.vars[n]
-				if !ok || b0 == nil || b0.v.k == vErr || !(b0.v.affine() || ti.write || tj.write) {
+				// Section 9 asks disjointness of owned handles and
+				// one-shot permits only: an ordinary value one branch
+				// rebinds and another reads is no conflict (each branch
+				// runs on its own copy). Two branches rebinding one name
+				// would leave it ambiguous afterwards, so that still is.
+				if !ok || b0 == nil || b0.v.k == vErr || !(b0.v.affine() || (ti.write && tj.write)) {
 					continue
 				}
 				reported[n] = true
