@@ -114,13 +114,16 @@ var agtpMoreRules = []Rule{
 			}
 		},
 	},
+	// A failed composition may be 464 synthesis-error or
+	// composition-impossible (docs/interpretations.md); a host that says
+	// anything else about it is broken.
 	{
 		ID:     "agtp.rcns.gate.synthesis-error",
-		Broken: "a recipe whose composition fails is answered 464 composition-impossible, as though nothing covered the pair",
+		Broken: "a recipe whose composition fails is answered 464 rcns-disabled, as though the operator had RCNS off",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
 			if isGate(x) && r.Status == 464 && agtpReason(r) == "synthesis-error" {
 				id := r.Header.Get("RCNS-Attempt-Id")
-				refuseAs(r, 464, "composition-impossible")
+				refuseAs(r, 464, "rcns-disabled")
 				keepAttempt(r, id)
 			}
 		},
@@ -288,8 +291,19 @@ var agtpMoreRules = []Rule{
 		},
 		AGTP: rememberOwner,
 	},
+	// The sweep's refusal status is parley's binding; the spec id accepts
+	// any refusal.
 	{
-		ID:      "agtp.rcns.sweep.requires-inspect-all",
+		ID:     "agtp.rcns.sweep.inspect-all-refusal-status",
+		Broken: "refuses a sweep without inspect:all with a bare 403 forbidden, naming no scope",
+		AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if isFloor(x, "REVOKE", "stale-contracts") && (r.Status == 262 || r.Status == 455) {
+				refuseAs(r, 403, "forbidden")
+			}
+		},
+	},
+	{
+		ID:      "agtp.rcns.sweep.inspect-all-refusal-status",
 		Variant: "no-obtainability",
 		Broken:  "ignores the obtainability rule for the sweep: a granted but unclaimed inspect:all is 455 scope-exceeded",
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {

@@ -189,20 +189,22 @@ Feature: The four-lock dispatcher gate
       | TLS 1.3            |
       | plaintext loopback |
 
+  # A failed composition may be refused synthesis-error or
+  # composition-impossible (docs/interpretations.md).
   @req:agtp.rcns.gate.attempt-id-on-464 @profile:agtp-rcns
-  Scenario Outline: A 464 for a pair nothing composes, or whose composition fails, carries an RCNS-Attempt-Id (<reason>) [<transport>]
+  Scenario Outline: A 464 for a pair nothing composes, or whose composition fails, carries an RCNS-Attempt-Id (<case>) [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK <path> with Allow-RCNS: true
-    Then the response status is 464 with reason <reason>
+    Then the response <refusal>
     And the response carries a fresh RCNS-Attempt-Id
 
     @fixture:agtp-confirm-first
     Examples:
-      | path         | reason                 | transport          |
-      | /desk/{desk} | composition-impossible | TLS 1.3            |
-      | /hall/{hall} | synthesis-error        | plaintext loopback |
+      | case              | path         | refusal                                          | transport          |
+      | nothing composes  | /desk/{desk} | status is 464 with reason composition-impossible | TLS 1.3            |
+      | composition fails | /hall/{hall} | is 464 for a composition that failed             | plaintext loopback |
 
   @req:agtp.rcns.gate.attempt-id-on-464 @profile:agtp-rcns
   Scenario Outline: A 464 for a revoked contract presented again carries an RCNS-Attempt-Id [<transport>]
@@ -250,15 +252,18 @@ Feature: The four-lock dispatcher gate
       | PENCIL  | /room/{room2} | optimistic    | TLS 1.3            |
 
   # Recipe hall-booking covers BOOK /hall/{id} but composes a capability the
-  # server does not have: synthesis is attempted and fails.
+  # server does not have: synthesis is attempted and fails. The text names
+  # synthesis-error in the vocabulary and defines composition-impossible
+  # for a server that cannot compose (PROPOSE step 6): either is accepted,
+  # and the bundle records which (agtp.failed-composition-reason).
   @req:agtp.rcns.gate.synthesis-error @profile:agtp-rcns
-  Scenario Outline: An open gate whose composition fails answers 464 synthesis-error (<mode>) [<transport>]
+  Scenario Outline: An open gate whose composition fails answers 464 (<mode>) [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
     And its [policies.rcns] sets mode = "<mode>"
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     When "alice" sends BOOK /hall/{hall} with Allow-RCNS: true
-    Then the response status is 464 with reason synthesis-error
+    Then the response is 464 for a composition that failed
     And the response names no synthesis_id
     When "alice" sends BOOK /room/{room} with Allow-RCNS: true
     Then the response delivers a contract

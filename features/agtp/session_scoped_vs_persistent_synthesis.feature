@@ -65,8 +65,7 @@ Feature: Session-scoped and persistent synthesis
     Then the response is a 263 for BOOK /room/{room}
     When the AGTP session ends
     And "bob" reads the manifest
-    Then the manifest lists LIST /rooms
-    And the manifest does not list BOOK /room/{room}
+    Then the manifest does not list BOOK /room/{room}
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is the standard unregistered-pair refusal
 

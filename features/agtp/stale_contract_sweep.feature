@@ -146,6 +146,10 @@ Feature: Stale contract sweep
       | grandfather | grandfathered | TLS 1.3            |
       | grandfather | grandfathered | plaintext loopback |
 
+  # The text requires inspect:all and names no status for its absence: any
+  # 4xx (or 262, granted but not claimed) refuses the sweep, and the drifted
+  # contract an invalidating sweep would evict still serves. The statuses
+  # parley's own hosts answer are the binding id below.
   @req:agtp.rcns.sweep.requires-inspect-all @profile:agtp-rcns
   Scenario Outline: An agent without inspect:all in its claim cannot fire the sweep (<role>) [<transport>]
     Given an AGTP server reached over <transport>
@@ -157,17 +161,37 @@ Feature: Stale contract sweep
     And "alice" holds an active contract for BOOK /{booking}/{room}
     When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
     And "<who>" sends REVOKE target=stale-contracts mode=invalidate actor=<who> <claim>
-    Then the response status is <answer> naming scope inspect:all
+    Then the response refuses the sweep
     When "alice" sends BOOK /{booking}/{room} presenting the contract
     Then the response is served under the contract
 
     @fixture:agtp-confirm-first
     Examples:
-      | role                                   | who   | grant                   | claim                  | answer                         | transport          |
-      | the contract's originator              | alice | rooms:read              |                        | 455 with reason scope-exceeded | TLS 1.3            |
-      | the contract's originator              | alice | rooms:read              |                        | 455 with reason scope-exceeded | plaintext loopback |
-      | another agent                          | bob   | rooms:*, rcns:negotiate |                        | 455 with reason scope-exceeded | TLS 1.3            |
-      | another agent granted but not claiming | bob   | rooms:*, inspect:all    | claiming "rooms:read" | 262 with reason scope-required | plaintext loopback |
+      | role                                   | who   | grant                   | claim                 | transport          |
+      | the contract's originator              | alice | rooms:read              |                       | TLS 1.3            |
+      | the contract's originator              | alice | rooms:read              |                       | plaintext loopback |
+      | another agent                          | bob   | rooms:*, rcns:negotiate |                       | TLS 1.3            |
+      | another agent granted but not claiming | bob   | rooms:*, inspect:all    | claiming "rooms:read" | plaintext loopback |
+
+  # parley's binding: the sweep's scope refusal follows the obtainability
+  # rule the gate uses for rcns:negotiate (455 scope-exceeded when the
+  # identity document lacks inspect:all, 262 scope-required when it grants
+  # it unclaimed), naming the scope.
+  @req:agtp.rcns.sweep.inspect-all-refusal-status @profile:agtp-parley-binding
+  Scenario Outline: A sweep refused for want of inspect:all answers the obtainability rule's status (<role>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And agent "bob" has trust tier 1 and is granted "<grant>"
+    When "bob" sends REVOKE target=stale-contracts mode=grandfather actor=bob <claim>
+    Then the response status is <answer> naming scope inspect:all
+
+    @fixture:agtp-confirm-first
+    Examples:
+      | role                      | grant                   | claim                 | answer                         | transport          |
+      | not granted               | rooms:*, rcns:negotiate |                       | 455 with reason scope-exceeded | TLS 1.3            |
+      | not granted               | rooms:read              |                       | 455 with reason scope-exceeded | plaintext loopback |
+      | granted but not claiming  | rooms:*, inspect:all    | claiming "rooms:read" | 262 with reason scope-required | TLS 1.3            |
+      | granted but not claiming  | rooms:*, inspect:all    | claiming "rooms:read" | 262 with reason scope-required | plaintext loopback |
 
   @req:agtp.rcns.sweep.default-mode @profile:agtp-rcns
   Scenario Outline: A sweep without a mode follows on_policy_change (<setting>) [<transport>]

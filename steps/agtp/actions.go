@@ -201,6 +201,9 @@ const (
 	FactRequestForm     = "agtp.request-body-form"
 	FactResponseForm    = "agtp.response-body-form"
 	FactReasonPlacement = "agtp.reason-placement"
+	// FactFailedComposition is the reason a 464 for a recipe whose
+	// composition fails carried: synthesis-error or composition-impossible.
+	FactFailedComposition = "agtp.failed-composition-reason"
 )
 
 // requestBody is a request's body in the host's declared form: the drafts'
@@ -405,48 +408,63 @@ func parseTail(s *state, tail string) (options, error) {
 
 func ptr(s string) *string { return &s }
 
-// obtain has agent obtain an active contract for the pair through the gate:
-// opted in, accepting a confirm-first preview by re-issuing the request
-// with Contract-Synthesized; an optimistic success is the contract itself.
-// A failure names the stage that failed as a precondition. aside keeps the
-// exchanges out of the scenario's memory (the control agent's contract).
+// obtain has agent obtain an active contract for the pair through the gate
+// in the fixture's delivery mode: confirm-first, a 461 preview it accepts by
+// re-issuing the request with Contract-Synthesized; optimistic, a success
+// naming the contract in Contract-Synthesized. A failure names the stage
+// that failed as a precondition, of the fixture's mode, and says the mode.
+// aside keeps the exchanges out of the scenario's memory (the control
+// agent's contract).
 func obtain(ctx context.Context, agentName, method, target string, aside bool) (string, error) {
 	w, s := steps.From(ctx), st(ctx)
+	mode, fx := s.mode(ctx)
 	r, err := send(ctx, agentName, method, target, options{allow: ptr("true"), aside: aside})
 	if err != nil {
 		return "", steps.Precondition(issuing(s), err)
 	}
-	switch {
-	case r.Status == 461:
-		doc, _ := r.JSON()
-		sid, _ := field(doc, "synthesis_id").(string)
-		if err := w.Assert(sid != "", "%q was previewed a contract for %s %s but the 461 names no synthesis_id: %s", agentName, method, target, r); err != nil {
-			return "", steps.Precondition(prePreviewed, err)
-		}
-		r2, err := send(ctx, agentName, method, target, options{present: sid, aside: aside})
-		if err != nil {
-			return "", steps.Precondition(preAccepted, err)
-		}
-		ok, why := servedUnder(r2, sid)
-		if err := w.Assert(ok, "%q re-issued %s %s presenting its previewed contract %s and was not served under it (%s): %s", agentName, method, target, sid, why, r2); err != nil {
-			return "", steps.Precondition(preAccepted, err)
-		}
-		return sid, nil
-	case is2xx(r):
+	if mode == "optimistic" {
 		sid := r.Header.Get("Contract-Synthesized")
 		ok, why := servedUnder(r, sid)
-		if err := w.Assert(sid != "" && ok, "%q's opted-in %s %s succeeded but not under a contract named in Contract-Synthesized (%s): %s", agentName, method, target, why, r); err != nil {
+		if err := w.Assert(sid != "" && ok, "fixture %s runs RCNS in optimistic mode, and %q's opted-in %s %s was not a success under a contract named in Contract-Synthesized (%s): %s", fx, agentName, method, target, why, r); err != nil {
 			return "", steps.Precondition(preOptimistic, err)
 		}
 		return sid, nil
-	default:
-		return "", steps.Precondition(issuing(s), w.Assert(false,
-			"%q could not obtain a contract for %s %s through the gate: an opted-in request was answered neither a 461 preview nor a success carrying Contract-Synthesized: %s", agentName, method, target, r))
 	}
+	if r.Status != 461 {
+		return "", steps.Precondition(prePreviewed, w.Assert(false,
+			"fixture %s runs RCNS in %s mode, and %q's opted-in %s %s was not answered a 461 preview: %s", fx, mode, agentName, method, target, r))
+	}
+	doc, _ := r.JSON()
+	sid, _ := field(doc, "synthesis_id").(string)
+	if err := w.Assert(sid != "", "fixture %s runs RCNS in %s mode, and %q was previewed a contract for %s %s but the 461 names no synthesis_id: %s", fx, mode, agentName, method, target, r); err != nil {
+		return "", steps.Precondition(prePreviewed, err)
+	}
+	r2, err := send(ctx, agentName, method, target, options{present: sid, aside: aside})
+	if err != nil {
+		return "", steps.Precondition(preAccepted, err)
+	}
+	ok, why := servedUnder(r2, sid)
+	if err := w.Assert(ok, "%q re-issued %s %s presenting its previewed contract %s and was not served under it (%s): %s", agentName, method, target, sid, why, r2); err != nil {
+		return "", steps.Precondition(preAccepted, err)
+	}
+	return sid, nil
+}
+
+// mode is the fixture's delivery mode (confirm-first when it leaves mode
+// unset, the knob's default) and the fixture's name.
+func (s *state) mode(ctx context.Context) (string, string) {
+	fx, err := s.fixture(ctx)
+	if err != nil {
+		return "confirm-first", "?"
+	}
+	if m, _ := s.knobs["mode"].(string); m != "" {
+		return m, fx.name
+	}
+	return "confirm-first", fx.name
 }
 
 // issuing is the precondition an opted-in request that issues no contract
-// fails: the delivery mode the scenario configured.
+// fails: the delivery mode the fixture runs.
 func issuing(s *state) string {
 	if s.knobs["mode"] == "optimistic" {
 		return preOptimistic

@@ -88,11 +88,12 @@ type state struct {
 	sweep       *steps.Response
 	mine        map[string]bool // every synthesis_id issued to one of the scenario's agents
 
-	issued       map[string]time.Time // synthesis_id -> when the suite first saw it issued
-	proposal     string               // the last proposal_id a 261 named
-	lastAttempt  string               // the RCNS-Attempt-Id last inspected
-	lastResp     *steps.Response      // the last AGTP answer of any agent
-	sessionBound []sessionBound       // syntheses of the current session not said to be persistent
+	issued        map[string]time.Time // synthesis_id -> when the suite first saw it issued
+	proposal      string               // the last proposal_id a 261 named
+	lastAttempt   string               // the RCNS-Attempt-Id last inspected
+	attemptReason string               // the reason the answer carrying lastAttempt gave
+	lastResp      *steps.Response      // the last AGTP answer of any agent
+	sessionBound  []sessionBound       // syntheses of the current session not said to be persistent
 
 	preview     preview         // the last 461 preview
 	gateEvals   map[string]int  // agent name -> opted-in requests it sent that reached the gate
