@@ -834,8 +834,11 @@ var agtpRCNSRules = []Rule{
 	{
 		ID:     "agtp.rcns.rate.per-agent",
 		Broken: "the gate rate limit is global: once any agent is limited, every agent is",
+		// The limit is shared by the agents of one suite connection (one
+		// scenario's): the outline's rows share a fixture host, and a limit
+		// one row reached must not decide the other row's setup.
 		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
-			if _, limited := x.Memory.Load("limited"); limited && isGate(x) {
+			if _, limited := x.Memory.Load("limited:" + x.Conn); limited && isGate(x) {
 				r := agtp.ErrorResponse(429, "rate-limited", "sabotaged: global limit")
 				m := agtpJSON(r)
 				m["scope"] = "rcns"
@@ -846,7 +849,7 @@ var agtpRCNSRules = []Rule{
 		},
 		AGTP: func(x *AGTPExchange, r *agtp.Response) {
 			if r.Status == 429 {
-				x.Memory.Store("limited", true)
+				x.Memory.Store("limited:"+x.Conn, true)
 			}
 		},
 	},

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -29,6 +30,10 @@ type AGTPExchange struct {
 	HTTP string
 	// Memory is shared by every exchange through one proxy (one host).
 	Memory *sync.Map
+	// Conn names the suite connection the request came on: one scenario's
+	// (a scenario speaks AGTP over one connection), for a rule whose broken
+	// host must misbehave the same way whatever other scenarios share it.
+	Conn string
 
 	upstream func(ctx context.Context, req *agtp.Request) (*agtp.Response, error)
 }
@@ -215,7 +220,7 @@ func (p *agtpProxyHandler) closed(ci agtp.ConnInfo) {
 }
 
 func (p *agtpProxyHandler) ServeAGTP(ctx context.Context, ci agtp.ConnInfo, req *agtp.Request) *agtp.Response {
-	x := &AGTPExchange{Request: req, Config: p.cfg, HTTP: p.http, Memory: p.mem,
+	x := &AGTPExchange{Request: req, Config: p.cfg, HTTP: p.http, Memory: p.mem, Conn: fmt.Sprintf("%p/%s", p, ci.ID),
 		upstream: func(ctx context.Context, r *agtp.Request) (*agtp.Response, error) { return p.side.Do(ctx, r) }}
 	if p.rule.AGTPRequest != nil {
 		if r := p.rule.AGTPRequest(x); r != nil {
