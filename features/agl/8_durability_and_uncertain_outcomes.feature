@@ -116,7 +116,7 @@ Feature: Durable operations and uncertain outcomes
     Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
     And the destination received exactly one message
 
-  @req:agl.durability.idempotent-retry @profile:agl-operation-store @fixture:agl-core
+  @req:agl.durability.idempotent-retry @profile:agl-parley-binding @fixture:agl-core
   Scenario: An uncertain write to a deduplicating destination is retried under the same key, with one effect
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
