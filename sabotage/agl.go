@@ -1391,31 +1391,15 @@ var aglRuntimeRules = []Rule{
 		},
 	},
 	{
-		ID:     "agl.recovery.fingerprints-checked",
-		Broken: "resumes an interrupted deduplicated send on recovery without checking the contract it was approved under",
-		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
-			if op["state"] != "Unknown" || !strings.Contains(aglOutcomeReason(op), "stopped while the operation was claimed") {
-				return false
-			}
-			aglResend(x, op)
-			op["state"], op["awaiting_reconciliation"] = "ReconciledCompleted", false
-			op["reconciliation"] = map[string]any{"method": "idempotent_retry", "resolution": "completed", "at": time.Now().UTC().Format(time.RFC3339)}
-			return true
-		}),
+		ID:       "agl.recovery.fingerprints-checked",
+		Broken:   "resumes an interrupted deduplicated send on recovery without checking the contract it was approved under",
+		Response: aglResumeUnchecked,
 	},
 	{
-		ID:      "agl.recovery.resumes-deduplicated-send",
-		Variant: "unchecked",
-		Broken:  "resumes an interrupted deduplicated send on recovery without checking the contract it was approved under, and records no stop",
-		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
-			if op["state"] != "Unknown" || !strings.Contains(aglOutcomeReason(op), "stopped while the operation was claimed") {
-				return false
-			}
-			aglResend(x, op)
-			op["state"], op["awaiting_reconciliation"] = "ReconciledCompleted", false
-			op["reconciliation"] = map[string]any{"method": "idempotent_retry", "resolution": "completed", "at": time.Now().UTC().Format(time.RFC3339)}
-			return true
-		}),
+		ID:       "agl.recovery.resumes-deduplicated-send",
+		Variant:  "unchecked",
+		Broken:   "resumes an interrupted deduplicated send on recovery without checking the contract it was approved under, and records no stop",
+		Response: aglResumeUnchecked,
 	},
 	{
 		ID:     "agl.recovery.resumes-deduplicated-send",
@@ -1657,3 +1641,17 @@ func aglLookup(v any, path ...string) any {
 	}
 	return v
 }
+
+// aglResumeUnchecked is a host whose recovery resends an interrupted
+// deduplicated send without checking the contract it was approved under,
+// and reports it settled: it breaks the spec row (nothing may be sent after
+// the contract changed) and parley's binding (a resend is recorded as such).
+var aglResumeUnchecked = aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
+	if op["state"] != "Unknown" || !strings.Contains(aglOutcomeReason(op), "stopped while the operation was claimed") {
+		return false
+	}
+	aglResend(x, op)
+	op["state"], op["awaiting_reconciliation"] = "ReconciledCompleted", false
+	op["reconciliation"] = map[string]any{"method": "idempotent_retry", "resolution": "completed", "at": time.Now().UTC().Format(time.RFC3339)}
+	return true
+})

@@ -375,15 +375,10 @@ func registerAssertions(c *steps.Catalog) {
 		return w.Assert(len(signs) == 0, "a registered endpoint asked with Allow-RCNS: true went through RCNS (%s): %s", strings.Join(signs, ", "), r)
 	})
 	c.Then(`^the AGTP field "([^"]*)" is the string "([^"]*)"$`, func(ctx context.Context, path, want string) error {
-		w, _, r, err := last(ctx)
+		w, _, r, v, err := lastField(ctx, path)
 		if err != nil {
 			return err
 		}
-		doc, err := r.JSON()
-		if err != nil {
-			return w.Assert(false, "%v", err)
-		}
-		v := field(doc, path)
 		got, ok := v.(string)
 		return w.Assert(ok && got == want, "expected %s to be the string %q exactly (in result or at top level), got %#v: %s", path, want, v, r)
 	})
@@ -479,19 +474,14 @@ func registerAssertions(c *steps.Catalog) {
 		return w.Assert(len(problems) == 0, "the 461 preview is incomplete (%s): %s", strings.Join(problems, "; "), r)
 	})
 	c.Then(`^the AGTP field "([^"]*)" is "([^"]*)"$`, func(ctx context.Context, path, want string) error {
-		w, _, r, err := last(ctx)
+		w, _, r, v, err := lastField(ctx, path)
 		if err != nil {
 			return err
 		}
-		doc, err := r.JSON()
-		if err != nil {
-			return w.Assert(false, "%v", err)
-		}
-		v := field(doc, path)
 		return w.Assert(v != nil && steps.Text(v) == want, "expected %s = %q (in result or at top level), got %v: %s", path, want, v, r)
 	})
 	c.Then(`^the AGTP field "([^"]*)" names recipe "([a-z]+)"$`, func(ctx context.Context, path, name string) error {
-		w, s, r, err := last(ctx)
+		w, s, r, v, err := lastField(ctx, path)
 		if err != nil {
 			return err
 		}
@@ -499,11 +489,6 @@ func registerAssertions(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		doc, err := r.JSON()
-		if err != nil {
-			return w.Assert(false, "%v", err)
-		}
-		v := field(doc, path)
 		return w.Assert(v != nil && steps.Text(v) == real, "expected %s = %q, the scenario's recipe %q (in result or at top level), got %v: %s", path, real, name, v, r)
 	})
 	c.Then(`^the response is served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
@@ -990,3 +975,17 @@ func unsignaled(w *steps.World, r *steps.Response) error {
 
 var rcnsReasons = map[string]bool{"rcns-disabled": true, "trust-tier-insufficient": true, "composition-impossible": true,
 	"synthesis-error": true, "contract-not-yours": true, "contract-revoked": true}
+
+// lastField reads one field (in result or at top level) of the last AGTP
+// answer; an answer whose body is not JSON is the host's failure.
+func lastField(ctx context.Context, path string) (*steps.World, *state, *steps.Response, any, error) {
+	w, s, r, err := last(ctx)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	doc, err := r.JSON()
+	if err != nil {
+		return nil, nil, nil, nil, w.Assert(false, "%v", err)
+	}
+	return w, s, r, field(doc, path), nil
+}
