@@ -159,7 +159,7 @@ Feature: An inbound negotiation is a durable host event of the caller's tenant
 
   @req:openwop.rfc0242.unauthenticated.recorded-undelivered @profile:openwop-rfc0242 @exclusive
   Scenario: Anonymous A2A exchanges' records reach no tenant's stream
-    Given a host of the scenario's own
+    Given the scenario has the host to itself
     And the host serves A2A inbound
     When an anonymous caller fetches the host's agent card naming A2A version "1.0"
     And an anonymous caller fetches the host's agent card naming A2A version "0.5"
@@ -168,7 +168,7 @@ Feature: An inbound negotiation is a durable host event of the caller's tenant
 
   @req:openwop.rfc0242.unauthenticated.recorded-undelivered @profile:openwop-rfc0242 @exclusive
   Scenario: Anonymous MCP initializes' records reach no tenant's stream
-    Given a host of the scenario's own
+    Given the scenario has the host to itself
     And the host serves MCP inbound
     When an anonymous caller initializes an MCP session with the host naming revision "2025-11-25"
     And an anonymous caller initializes an MCP session with the host naming revision "2024-11-05"

@@ -20,7 +20,7 @@ import (
 // stream, so that its eventId and its bytes as first delivered are known.
 
 func registerDurable(c *steps.Catalog) {
-	c.Given(`^a host of the scenario's own$`, func(ctx context.Context) error {
+	c.Given(`^the scenario has the host to itself$`, func(ctx context.Context) error {
 		// The scenario reads every tenant's stream: it has the host to
 		// itself (@exclusive), on a deployed host too.
 		return steps.From(ctx).Alone()
