@@ -123,12 +123,11 @@ func (w *World) Seam(ctx context.Context, method, path string, body []byte, head
 	return r, nil
 }
 
-// OptionalSeam calls a seam a scenario can do without (see PreferSeams). It
-// answers false, having sent nothing, when the host runs without seams or
-// has no HTTP surface to serve one on (an AGTP host that took the
-// configuration without a word about seams), and false when the host has no
-// such seam; otherwise the seam's answer, which the caller checks like any
-// other.
+// OptionalSeam calls a seam a scenario can do without (a clock it could
+// wait for instead). It answers false, having sent nothing, when the host
+// runs a configuration without seams or has no HTTP surface to serve one on
+// (an AGTP host), and false when the host has no such seam (404, 405, 501);
+// otherwise the seam's answer, which the caller checks like any other.
 func (w *World) OptionalSeam(ctx context.Context, method, path string, body []byte, header http.Header) (*Response, bool, error) {
 	h, err := w.Host(ctx)
 	if err != nil {
@@ -145,8 +144,8 @@ func (w *World) OptionalSeam(ctx context.Context, method, path string, body []by
 }
 
 // PassTime lets d of the host's time pass: through its clock seam (a POST
-// of body to path, whose answer check judges) where the scenario preferred
-// seams and the host has that seam, otherwise by waiting d in real time.
+// of body to path, whose answer check judges) where the host runs with
+// seams and has that seam, otherwise by waiting d in real time.
 // check nil accepts a 200 only: a clock seam that exists but errs is the
 // host's failure.
 func (w *World) PassTime(ctx context.Context, d time.Duration, path string, body []byte, check func(*Response) error) error {

@@ -72,7 +72,6 @@ type World struct {
 	sections     map[string]map[string]any
 	state        map[string]any
 	seams        bool
-	preferSeams  bool
 	stateDir     string
 	current      *target.Host
 	restarts     []func(*target.Host)
@@ -257,22 +256,6 @@ func (w *World) RequireSeams() error {
 		return Fault("the host is already running; ask for seams before the first exchange")
 	}
 	w.seams = true
-	return nil
-}
-
-// PreferSeams asks for a host with its test seams on where the host takes
-// such a configuration, and for the same configuration without seams where
-// it declines it (or the target cannot give it). A scenario asks for this
-// when a seam only spares it real waiting (moving the host's clock instead
-// of waiting out a lifetime): a host without seams is then certified on
-// real time rather than blocked. OptionalSeam tells the steps which it got.
-func (w *World) PreferSeams() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.current != nil {
-		return Fault("the host is already running; ask for seams before the first exchange")
-	}
-	w.preferSeams = true
 	return nil
 }
 
@@ -669,13 +652,7 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 		w.mu.Unlock()
 		return h, nil
 	}
-	prefer := w.preferSeams && !w.seams
 	w.mu.Unlock()
-	if _, ok := w.Fixture(); ok {
-		// A fixture's seams are the fixture's: a host without them answers
-		// 404 at a seam, which an optional seam reads as absent.
-		prefer = false
-	}
 	if err := w.takeLane(ctx); err != nil {
 		return nil, err
 	}
@@ -683,12 +660,7 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 	if err != nil {
 		return nil, err
 	}
-	var h *target.Host
-	if prefer {
-		h, err = w.acquireWithSeams(ctx, cfg)
-	} else {
-		h, err = w.Acquire(ctx, cfg)
-	}
+	h, err := w.Acquire(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -703,22 +675,6 @@ func (w *World) Host(ctx context.Context) (*target.Host, error) {
 		return nil, err
 	}
 	return h, nil
-}
-
-// acquireWithSeams asks for cfg with seams on and, when the host declines
-// that or the target cannot give it, for cfg as it is. A host that fails to
-// start with seams has failed: that is not a decline.
-func (w *World) acquireWithSeams(ctx context.Context, cfg target.Config) (*target.Host, error) {
-	scfg, err := cfg.WithSeams()
-	if err != nil {
-		return nil, Fault("the host configuration does not encode: %v", err)
-	}
-	h, err := w.Acquire(ctx, scfg)
-	var b *Blocked
-	if errors.As(err, &b) && (b.Cause == verdict.CauseDeclined || b.Cause == verdict.CauseTarget) {
-		return w.Acquire(ctx, cfg)
-	}
-	return h, err
 }
 
 // State returns the family's per-scenario state, creating it with init on

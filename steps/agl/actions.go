@@ -779,7 +779,7 @@ func registerActions(c *steps.Catalog) {
 		if d <= 0 {
 			return nil
 		}
-		// Where the scenario prefers seams and the host has the clock seam,
+		// Where the host runs with seams and has the clock seam,
 		// the host's clock moves past the expiry instead of the suite
 		// waiting for it.
 		return w.PassTime(ctx, d, seamPath+"/clock", mustJSON(map[string]any{"advance_ms": d.Milliseconds()}), func(r *steps.Response) error {

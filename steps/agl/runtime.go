@@ -386,8 +386,17 @@ func registerRuntime(c *steps.Catalog) {
 		return nil
 	})
 	c.Given(`^the suite moves the host's clock instead of waiting, where the host offers the clock seam$`, func(ctx context.Context) error {
-		// A host without seams is certified on real time, not blocked.
-		return steps.From(ctx).PreferSeams()
+		// The fixture asks for seams; a host without the clock seam answers
+		// 404 there and the suite waits in real time (World.PassTime), so it
+		// is certified either way, never blocked.
+		cfg, err := steps.From(ctx).FixtureConfig()
+		if err != nil {
+			return err
+		}
+		if !cfg.Seams() {
+			return steps.Fault("the scenario moves the host's clock through its seam, and its fixture %s has seams off", cfg.Fixture())
+		}
+		return nil
 	})
 	c.When(`^the host's clock moves (\d+) hours ahead$`, func(ctx context.Context, h int) error {
 		s, w := st(ctx), steps.From(ctx)
