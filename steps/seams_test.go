@@ -49,17 +49,10 @@ func seamServer(t *testing.T) (srv *httptest.Server, status, calls *atomic.Int32
 	return srv, status, calls
 }
 
-// seamed is a World on tgt whose configuration has the seams on.
+// seamed is a World on tgt whose fixture has the seams on.
 func seamed(t *testing.T, tgt *seamTarget) *World {
 	t.Helper()
-	w := NewWorld(tgt, Scenario{})
-	if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.RequireSeams(); err != nil {
-		t.Fatal(err)
-	}
-	return w
+	return onFixture(t, tgt, testSet(t), "stepstest-seams")
 }
 
 // TestAnOptionalSeamIsCalledOnlyWhereItCanBe holds OptionalSeam to its
@@ -123,13 +116,7 @@ func TestASeamWithoutAnHTTPSurfaceIsAbsent(t *testing.T) {
 		blocked bool
 	}{{"", 0, true}, {srv.URL, http.StatusNotFound, true}, {srv.URL, http.StatusInternalServerError, false}} {
 		status.Store(int32(tc.status))
-		w := NewWorld(&seamTarget{url: tc.url}, Scenario{})
-		if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
-			t.Fatal(err)
-		}
-		if err := w.RequireSeams(); err != nil {
-			t.Fatal(err)
-		}
+		w := seamed(t, &seamTarget{url: tc.url})
 		r, err := w.Seam(context.Background(), http.MethodPut, "/conformance/seams/agtp/recipes/x", nil, nil)
 		var b *Blocked
 		switch {
@@ -162,16 +149,11 @@ func TestPassTimeMovesTheClockOrWaits(t *testing.T) {
 	} {
 		status.Store(int32(tc.status))
 		calls.Store(0)
-		tgt := &seamTarget{url: srv.URL}
-		w := NewWorld(tgt, Scenario{})
-		if err := w.Configure("agtp", func(map[string]any) {}); err != nil {
-			t.Fatal(err)
-		}
+		name := "stepstest-host"
 		if tc.seams {
-			if err := w.RequireSeams(); err != nil {
-				t.Fatal(err)
-			}
+			name = "stepstest-seams"
 		}
+		w := onFixture(t, &seamTarget{url: srv.URL}, testSet(t), name)
 		start := time.Now()
 		err := w.PassTime(context.Background(), d, "/conformance/seams/agtp/clock/advance", []byte(`{"seconds":0.3}`), nil)
 		took := time.Since(start)

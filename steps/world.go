@@ -18,7 +18,6 @@ import (
 
 	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/redact"
-	"github.com/parley-conformance/parley/schemas"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 )
@@ -38,12 +37,11 @@ type Scenario struct {
 	Preconditions func(id string) (PreconditionInfo, bool)
 	// ID names the scenario (one example row of an outline) within the run.
 	ID string
-	// Fixture is the fixture the scenario names (@fixture:NAME); with
-	// Fixtures set, its host runs that fixture and no Given step composes
-	// a configuration.
+	// Fixture is the fixture the scenario names (@fixture:NAME): its host
+	// runs that fixture.
 	Fixture string
-	// Exclusive says the scenario changes host-wide state: it takes a host
-	// of its own, which is not lent again.
+	// Exclusive says the scenario changes host-wide state: it has its host
+	// to itself, a turn on its fixture's exclusive lane.
 	Exclusive bool
 	// Fixtures is the run's fixture set (configurations and leases).
 	Fixtures *fixtures.Set
@@ -69,7 +67,6 @@ type World struct {
 	outcome      *Outcome
 	vars         map[string]string
 	callsBack    bool
-	sections     map[string]map[string]any
 	state        map[string]any
 	seams        bool
 	stateDir     string
@@ -227,27 +224,6 @@ func (w *World) Get(name string) (string, error) {
 	return v, nil
 }
 
-// Configure edits the scenario's host configuration for one family. Given
-// steps describe the host; the host itself is acquired at the first exchange,
-// so that every Given step has had its say.
-func (w *World) Configure(family string, edit func(section map[string]any)) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.current != nil {
-		return Fault("the host is already running; configure it before the first exchange")
-	}
-	if w.sections == nil {
-		w.sections = map[string]map[string]any{}
-	}
-	sec := w.sections[family]
-	if sec == nil {
-		sec = map[string]any{}
-		w.sections[family] = sec
-	}
-	edit(sec)
-	return nil
-}
-
 // RequireSeams asks for a host with its test seams on.
 func (w *World) RequireSeams() error {
 	w.mu.Lock()
@@ -395,8 +371,8 @@ func (w *World) CallsBack() error {
 
 const isolatedReason = "the host runs in a network namespace of its own (container target) and cannot reach the fake peers and destinations the suite runs on loopback; certify these requirements with the exec or refhost target"
 
-// Config is the configuration of the scenario's host: its fixture's, or,
-// for a scenario that names none, the one its Given steps describe.
+// Config is the configuration of the scenario's host: its fixture's, with
+// the state directory a restarting scenario keeps.
 func (w *World) Config() (target.Config, error) {
 	cfg, err := w.config()
 	if err != nil {
@@ -561,49 +537,24 @@ func (w *World) served(h *target.Host) error {
 }
 
 func (w *World) config() (target.Config, error) {
-	if f, ok := w.Fixture(); ok {
-		cfg, err := w.scenario.Fixtures.Config(f.Name)
-		if err != nil {
-			return target.Config{}, Fault("%v", err)
-		}
-		w.mu.Lock()
-		composed, seams, stateDir := len(w.sections) > 0, w.seams, w.stateDir
-		w.mu.Unlock()
-		if composed {
-			return target.Config{}, Fault("a Given step composed a host configuration, but the scenario runs on fixture %s", f.Name)
-		}
-		if seams && !cfg.Seams() {
-			return target.Config{}, Fault("the scenario needs the host's seams, and fixture %s has them off", f.Name)
-		}
-		if stateDir != "" {
-			if cfg, err = cfg.WithStateDir(stateDir); err != nil {
-				return target.Config{}, Fault("the host configuration does not encode: %v", err)
-			}
-		}
-		return cfg, nil
+	f, ok := w.Fixture()
+	if !ok {
+		return target.Config{}, Fault("the scenario names no fixture (tag it @fixture:NAME; parley fixtures lists them)")
+	}
+	cfg, err := w.scenario.Fixtures.Config(f.Name)
+	if err != nil {
+		return target.Config{}, Fault("%v", err)
 	}
 	w.mu.Lock()
-	if len(w.sections) == 0 {
-		w.mu.Unlock()
-		return target.Config{}, Fault("no Given step described the host")
-	}
-	fams := map[string]any{}
-	for k, v := range w.sections {
-		fams[k] = v
-	}
 	seams, stateDir := w.seams, w.stateDir
 	w.mu.Unlock()
-	cfg, err := target.NewConfig(fams, seams)
-	if err == nil && stateDir != "" {
-		cfg, err = cfg.WithStateDir(stateDir)
+	if seams && !cfg.Seams() {
+		return target.Config{}, Fault("the scenario needs the host's seams, and fixture %s has them off", f.Name)
 	}
-	if err != nil {
-		return target.Config{}, Fault("the host configuration does not encode: %v", err)
-	}
-	// Implementers build hosts to schemas/host-config.json: a step that asks
-	// for something the schema does not describe is a suite fault.
-	if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
-		return target.Config{}, Fault("the host configuration %s does not satisfy schemas/host-config.json: %v", cfg.Digest(), err)
+	if stateDir != "" {
+		if cfg, err = cfg.WithStateDir(stateDir); err != nil {
+			return target.Config{}, Fault("the host configuration does not encode: %v", err)
+		}
 	}
 	return cfg, nil
 }

@@ -16,15 +16,8 @@ import (
 // hostAt makes a World whose target is a url host at u.
 func hostAt(t testing.TB, u string) (*World, context.Context) {
 	t.Helper()
-	cfg, err := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := NewWorld(&target.URL{HTTP: u, Declared: cfg}, Scenario{})
-	if err := w.Configure("contractrefine", func(map[string]any) {}); err != nil {
-		t.Fatal(err)
-	}
-	return w, context.Background()
+	set := testSet(t)
+	return onFixture(t, deployedAt(t, u, set, "stepstest-host"), set, "stepstest-host"), context.Background()
 }
 
 func TestAHungHostCannotHangTheSuite(t *testing.T) {
@@ -67,9 +60,8 @@ func TestAFloodingHostIsCutOff(t *testing.T) {
 }
 
 func TestAnUnsatisfiableConfigurationBlocks(t *testing.T) {
-	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{"mode": "a"}}, false)
-	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}, Scenario{})
-	_ = w.Configure("contractrefine", func(m map[string]any) { m["mode"] = "b" })
+	set := testSet(t)
+	w := onFixture(t, deployedAt(t, "http://127.0.0.1:1", set, "stepstest-seams"), set, "stepstest-host")
 	_, err := w.Host(context.Background())
 	if err == nil {
 		t.Fatal("want an error")
@@ -115,14 +107,13 @@ func TestIsUUIDv4(t *testing.T) {
 	}
 }
 
-func TestAConfigurationOutsideTheSchemaIsASuiteFault(t *testing.T) {
-	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
-	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}, Scenario{})
-	_ = w.Configure("contractrefine", func(m map[string]any) { m["moed"] = "enforce" })
+// A scenario that names no fixture is parley's fault, never the host's.
+func TestAScenarioWithoutAFixtureIsASuiteFault(t *testing.T) {
+	w := NewWorld(&target.URL{HTTP: "http://127.0.0.1:1"}, Scenario{})
 	_, err := w.Host(context.Background())
 	var f *SuiteFault
-	if !errors.As(err, &f) || !strings.Contains(f.Msg, "host-config.json") {
-		t.Fatalf("want a suite fault naming the schema, got %v", err)
+	if !errors.As(err, &f) {
+		t.Fatalf("want a suite fault, got %v", err)
 	}
 }
 
@@ -140,10 +131,9 @@ func (t *isolatedTarget) Acquire(ctx context.Context, cfg target.Config) (*targe
 }
 
 func TestACallbackScenarioIsBlockedOnAnIsolatedHost(t *testing.T) {
-	cfg, _ := target.NewConfig(map[string]any{"contractrefine": map[string]any{}}, false)
+	set := testSet(t)
 	for _, order := range []string{"callback first", "host first"} {
-		w := NewWorld(&isolatedTarget{target.URL{HTTP: "http://127.0.0.1:1", Declared: cfg}}, Scenario{})
-		_ = w.Configure("contractrefine", func(map[string]any) {})
+		w := onFixture(t, &isolatedTarget{*deployedAt(t, "http://127.0.0.1:1", set, "stepstest-host")}, set, "stepstest-host")
 		var err error
 		if order == "callback first" {
 			_ = w.CallsBack()

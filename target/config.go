@@ -96,8 +96,8 @@ func (c Config) Digest() string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Fixture names the published fixture the configuration is ("" for one a
-// scenario composed itself).
+// Fixture names the published fixture the configuration is ("" for a
+// document that names none, as a test or an embedder may build).
 func (c Config) Fixture() string { s, _ := c.doc["fixture"].(string); return s }
 
 // Instance is the name of the host instance asked for ("" for the one a
