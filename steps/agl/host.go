@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -164,8 +165,12 @@ type actor struct {
 
 // state is one scenario's AGL state.
 type state struct {
-	mu   sync.Mutex
-	keys keys
+	mu sync.Mutex
+	// inflight counts the exchanges the scenario started and left running
+	// (a dispatch started by name or in the background): waits for the
+	// host go on while there are some (steps.Await).
+	inflight atomic.Int32
+	keys     keys
 	// id makes the scenario's names its own on a host other scenarios
 	// share: its contracts' qualified names end in it.
 	id                           string
