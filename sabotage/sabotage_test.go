@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/parley-conformance/parley/sabotage"
 	"github.com/parley-conformance/parley/sabotage/sabotagetest"
 	"github.com/parley-conformance/parley/scenarios"
 )
@@ -68,4 +69,56 @@ func TestProxyIsTransparent(t *testing.T) {
 		t.Skip("the shard packages sabotage/shard/<family> run this per family; PARLEY_SABOTAGE_ALL=1 runs it here")
 	}
 	sabotagetest.Transparent(t, "")
+}
+
+// TestShardPartsSplitTheMatrixExactly: the parts of a family's shard
+// packages run every rule once, and report every scenario once, in the part
+// that runs every rule of its requirements.
+func TestShardPartsSplitTheMatrixExactly(t *testing.T) {
+	_, corpus := load(t)
+	for _, family := range sabotagetest.Families(corpus) {
+		var rules []sabotage.Rule
+		for _, r := range sabotage.Rules() {
+			if sabotagetest.FamilyOfRule(r) == family {
+				rules = append(rules, r)
+			}
+		}
+		for _, parts := range []int{1, 2, 3, 4, 7} {
+			ruleIn, scenarioIn := map[string]int{}, map[string]int{}
+			for part := 1; part <= parts; part++ {
+				rs, ss := sabotagetest.Partition(corpus, rules, parts, part)
+				for k := range rs {
+					ruleIn[k] = part
+				}
+				for k := range ss {
+					if _, dup := scenarioIn[k]; dup {
+						t.Errorf("%s, %d parts: scenario %s is in two parts", family, parts, k)
+					}
+					scenarioIn[k] = part
+				}
+			}
+			for _, r := range rules {
+				if ruleIn[r.Key()] == 0 {
+					t.Errorf("%s, %d parts: rule %s is in no part", family, parts, r.Key())
+				}
+			}
+			for _, s := range corpus.Scenarios {
+				if sabotagetest.FamilyOfScenario(s) != family {
+					continue
+				}
+				k := sabotagetest.ScenarioKey(s.URI, s.Line)
+				p := scenarioIn[k]
+				if p == 0 {
+					t.Errorf("%s, %d parts: scenario %s is in no part", family, parts, k)
+				}
+				for _, r := range rules {
+					for _, id := range s.ReqIDs {
+						if r.ID == id && ruleIn[r.Key()] != p {
+							t.Errorf("%s, %d parts: scenario %s is in part %d, its rule %s in part %d", family, parts, k, p, r.Key(), ruleIn[r.Key()])
+						}
+					}
+				}
+			}
+		}
+	}
 }

@@ -58,21 +58,159 @@ func Families(corpus *scenarios.Corpus) []string {
 	return out
 }
 
-// Shards lists the families that have a shard package (a directory under
-// sabotage/shard).
+// Shards lists the families that have a shard package: a directory
+// sabotage/shard/<family>_<part>.
 func Shards(t testing.TB) []string {
 	t.Helper()
 	ents, err := os.ReadDir(filepath.Join(repoRoot(t), "sabotage", "shard"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	set := map[string]bool{}
 	for _, e := range ents {
 		if e.IsDir() {
-			out = append(out, e.Name())
+			f, _, _ := strings.Cut(e.Name(), "_")
+			set[f] = true
 		}
 	}
+	var out []string
+	for f := range set {
+		out = append(out, f)
+	}
+	sort.Strings(out)
 	return out
+}
+
+// Here is the shard the calling test package is: its directory
+// sabotage/shard/<family>_<part> names the family and the part (from 1),
+// and the number of directories of that family is the number of parts. A
+// family is split into more parts by copying one of its directories under
+// the next number; nothing else changes.
+func Here(t testing.TB) (family string, part, parts int) {
+	t.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	family, n, ok := strings.Cut(filepath.Base(wd), "_")
+	if _, err := fmt.Sscanf(n, "%d", &part); !ok || err != nil || part < 1 {
+		t.Fatalf("a shard package's directory is sabotage/shard/<family>_<part>, not %s", wd)
+	}
+	ents, err := os.ReadDir(filepath.Dir(wd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if f, _, _ := strings.Cut(e.Name(), "_"); e.IsDir() && f == family {
+			parts++
+		}
+	}
+	if part > parts {
+		t.Fatalf("shard %s is part %d of %d: number the parts of a family from 1", wd, part, parts)
+	}
+	return family, part, parts
+}
+
+// Partition splits the rules of a family into parts, each with the
+// scenarios it proves. A scenario runs under the rules of its requirement
+// ids only (a rule runs @req:<its id>), so requirement ids that share a
+// scenario are kept in one part, and every scenario's rules are in its part;
+// the groups are dealt to the parts by size, largest first, in a fixed
+// order. It returns the rule keys and the scenario keys of part (from 1).
+func Partition(corpus *scenarios.Corpus, rules []sabotage.Rule, parts, part int) (map[string]bool, map[string]bool) {
+	parent := map[string]string{}
+	var find func(string) string
+	find = func(x string) string {
+		if p, ok := parent[x]; ok && p != x {
+			r := find(p)
+			parent[x] = r
+			return r
+		}
+		parent[x] = x
+		return x
+	}
+	union := func(a, b string) {
+		ra, rb := find(a), find(b)
+		if ra != rb {
+			if ra < rb {
+				parent[rb] = ra
+			} else {
+				parent[ra] = rb
+			}
+		}
+	}
+	for _, r := range rules {
+		find(r.ID)
+	}
+	for _, s := range corpus.Scenarios {
+		for _, id := range s.ReqIDs[min(1, len(s.ReqIDs)):] {
+			union(s.ReqIDs[0], id)
+		}
+	}
+	// Weight: scenario runs, the rules of a group times its scenarios.
+	weight := map[string]int{}
+	for _, r := range rules {
+		weight[find(r.ID)]++
+	}
+	var groups []string
+	for g := range weight {
+		groups = append(groups, g)
+	}
+	sort.Slice(groups, func(i, j int) bool {
+		if weight[groups[i]] != weight[groups[j]] {
+			return weight[groups[i]] > weight[groups[j]]
+		}
+		return groups[i] < groups[j]
+	})
+	load := make([]int, parts)
+	owner := map[string]int{}
+	for _, g := range groups {
+		best := 0
+		for i := range load {
+			if load[i] < load[best] {
+				best = i
+			}
+		}
+		owner[g] = best + 1
+		load[best] += weight[g]
+	}
+	ruleKeys, scenarioKeys := map[string]bool{}, map[string]bool{}
+	for _, r := range rules {
+		if owner[find(r.ID)] == part {
+			ruleKeys[r.Key()] = true
+		}
+	}
+	for _, s := range corpus.Scenarios {
+		in := false
+		for _, id := range s.ReqIDs {
+			in = in || owner[find(id)] == part
+		}
+		// A scenario of no rule's requirement is the first part's to
+		// report.
+		if in || (part == 1 && !hasRule(s, weight, find)) {
+			scenarioKeys[ScenarioKey(s.URI, s.Line)] = true
+		}
+	}
+	return ruleKeys, scenarioKeys
+}
+
+func hasRule(s scenarios.Scenario, weight map[string]int, find func(string) string) bool {
+	for _, id := range s.ReqIDs {
+		if weight[find(id)] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// MatrixHere runs the part of its family's matrix the calling shard package
+// is (Here), and, in the first part, the family's pass-through control.
+func MatrixHere(t *testing.T) {
+	family, part, parts := Here(t)
+	t.Run("matrix", func(t *testing.T) { matrix(t, family, part, parts, false) })
+	if part == 1 {
+		t.Run("transparent", func(t *testing.T) { Transparent(t, family) })
+	}
 }
 
 func repoRoot(t testing.TB) string {
@@ -97,13 +235,27 @@ func ScenarioKey(uri string, line int64) string { return fmt.Sprintf("features/%
 // rules that fail it; Matrix holds the document to what it observed (for a
 // family, to that family's rules and rows). With update set (and every
 // family), it rewrites the document first.
-func Matrix(t *testing.T, family string, update bool) {
+func Matrix(t *testing.T, family string, update bool) { matrix(t, family, 1, 1, update) }
+
+func matrix(t *testing.T, family string, part, parts int, update bool) {
 	reg, corpus := Load(t)
 	rules := sabotage.Rules()
 	if family != "" {
 		var mine []sabotage.Rule
 		for _, r := range rules {
 			if FamilyOfRule(r) == family {
+				mine = append(mine, r)
+			}
+		}
+		rules = mine
+	}
+	var inPart map[string]bool
+	if parts > 1 {
+		var keep map[string]bool
+		keep, inPart = Partition(corpus, rules, parts, part)
+		var mine []sabotage.Rule
+		for _, r := range rules {
+			if keep[r.Key()] {
 				mine = append(mine, r)
 			}
 		}
@@ -163,10 +315,10 @@ func Matrix(t *testing.T, family string, update bool) {
 
 	var proofs []sabotage.Proof
 	for _, s := range corpus.Scenarios {
-		if family != "" && FamilyOfScenario(s) != family {
+		k := ScenarioKey(s.URI, s.Line)
+		if (family != "" && FamilyOfScenario(s) != family) || (inPart != nil && !inPart[k]) {
 			continue
 		}
-		k := ScenarioKey(s.URI, s.Line)
 		proofs = append(proofs, sabotage.Proof{Scenario: k, Name: s.Name, ReqIDs: s.ReqIDs, FailedBy: failedBy[k]})
 		if len(failedBy[k]) == 0 {
 			t.Errorf("scenario %s %q fails against no sabotaged host: add a rule (sabotage/) that breaks what it checks", k, s.Name)
@@ -218,8 +370,12 @@ func Matrix(t *testing.T, family string, update bool) {
 		}
 		delete(listed, p.Scenario)
 	}
+	inCorpus := map[string]bool{}
+	for _, s := range corpus.Scenarios {
+		inCorpus[ScenarioKey(s.URI, s.Line)] = true
+	}
 	for k := range listed {
-		if family == "" || strings.HasPrefix(k, "features/"+family+"/") {
+		if !inCorpus[k] && (family == "" || (part == 1 && strings.HasPrefix(k, "features/"+family+"/"))) {
 			t.Errorf("docs/sabotage.md lists scenario %s, which is not in the corpus; %s", k, regen)
 		}
 	}
