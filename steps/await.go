@@ -26,8 +26,9 @@ type Poll struct {
 // Await reads until check reports done. check also returns a snapshot of
 // what it read: a changed snapshot is progress, and starts the count of
 // rounds again. Await has no wall-clock limit of its own; it gives up, with
-// a failure naming p.What, only when p.Rounds reads in a row saw no
-// progress and nothing the scenario started is still in flight.
+// a failure naming p.What, when p.Rounds reads in a row saw no progress and
+// nothing the scenario started is still in flight, or after 20 times
+// p.Rounds reads in all.
 func Await(ctx context.Context, p Poll, check func() (done bool, snapshot string, err error)) error {
 	if p.Every <= 0 {
 		p.Every = 20 * time.Millisecond
@@ -53,7 +54,9 @@ func Await(ctx context.Context, p Poll, check func() (done bool, snapshot string
 			idle++
 		}
 		last = snap
-		if idle >= p.Rounds {
+		// Progress that never ends (a record that changes on every read)
+		// is bounded too: 20 times the rounds in all.
+		if idle >= p.Rounds || reads >= 20*p.Rounds {
 			return Fail("%s: %d reads of the host over %s, the last %d without progress and with nothing the scenario started still in flight", p.What, reads, time.Since(start).Round(time.Millisecond), idle)
 		}
 		select {

@@ -41,3 +41,16 @@ func TestAwaitCountsReadsNotSeconds(t *testing.T) {
 		t.Fatalf("gave up after %d reads, while work was in flight until read 40: %v", n, err)
 	}
 }
+
+// TestAwaitEndsEvenIfEveryReadLooksLikeProgress: a snapshot that changes on
+// every read (a timestamp) cannot hold a wait open for ever.
+func TestAwaitEndsEvenIfEveryReadLooksLikeProgress(t *testing.T) {
+	n := 0
+	err := Await(context.Background(), Poll{What: "x", Every: time.Microsecond, Rounds: 3}, func() (bool, string, error) {
+		n++
+		return false, strconv.Itoa(n), nil
+	})
+	if err == nil || n != 60 {
+		t.Fatalf("after %d reads: %v", n, err)
+	}
+}

@@ -636,12 +636,12 @@ func registerChecks(c *steps.Catalog) {
 				readErr = err
 				return false, "", err
 			}
-			return str(m, "state") == state, fmt.Sprint(m), nil
+			return str(m, "state") == state, str(m, "state"), nil
 		})
 		if readErr != nil {
 			return readErr
 		}
-		if err := w.Assert(str(m, "state") == state, "after the crash, and for 80 reads in which its record did not change, the second host reports the operation %q, want %q", str(m, "state"), state); err != nil {
+		if err := w.Assert(str(m, "state") == state, "after the crash, and for 80 reads in which its state did not change, the second host reports the operation %q, want %q", str(m, "state"), state); err != nil {
 			return err
 		}
 		return w.Assert(m["awaiting_reconciliation"] == true, "the Unknown operation does not await reconciliation: %v", m)

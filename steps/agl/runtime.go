@@ -487,12 +487,12 @@ func registerRuntime(c *steps.Catalog) {
 				return false, "", err
 			}
 			m = mm
-			return r.Status == http.StatusOK && str(m, "state") == state, fmt.Sprint(r.Status, m), nil
+			return r.Status == http.StatusOK && str(m, "state") == state, fmt.Sprint(r.Status, str(m, "state")), nil
 		})
 		if readErr != nil {
 			return readErr
 		}
-		return w.Assert(str(m, "state") == state, "after it started again, and for 80 reads in which its record did not change, the host reports the operation %q, want %q: %v", str(m, "state"), state, m)
+		return w.Assert(str(m, "state") == state, "after it started again, and for 80 reads in which its state did not change, the host reports the operation %q, want %q: %v", str(m, "state"), state, m)
 	})
 	c.Then(`^the operation was settled by sending it again under its key$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
