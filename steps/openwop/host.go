@@ -77,6 +77,7 @@ func Register(c *steps.Catalog) {
 	registerEvents(c)
 	registerRecord(c)
 	registerDurable(c)
+	registerIsolation(c)
 }
 
 // versionRange is what a Given step configured for one protocol.
