@@ -1,6 +1,7 @@
 package sabotage
 
 import (
+	"net/http"
 	"strings"
 	"sync"
 )
@@ -17,6 +18,54 @@ var openWOPWitnessRules = []Rule{
 	replayLeak("openwop.requirement.0242.inbound.recorded.mcp", "mcp"),
 	foreignResume("openwop.requirement.0242.inbound.recorded", "a2a"),
 	foreignResume("openwop.requirement.0242.inbound.recorded.mcp", "mcp"),
+	{
+		ID:      "openwop.rfc0242.compatibility.record-without-requested-read",
+		Variant: "replay-drops",
+		Broken:  "skips, on replay, every host event whose payload has no `requested` (a record written before the field existed)",
+		Stream: hostRecords(func(_ *Exchange, raw []byte, h hostRecord) [][]byte {
+			if _, ok := h.payload["requested"]; h.payload != nil && !ok {
+				return nil
+			}
+			return [][]byte{raw}
+		}),
+	},
+	{
+		ID:      "openwop.rfc0242.compatibility.record-without-requested-read",
+		Variant: "replay-invents-requested",
+		Broken:  "fills in, on replay, a `requested` that a record written before the field existed never had (its version, else its floor)",
+		Stream: hostRecords(func(_ *Exchange, raw []byte, h hostRecord) [][]byte {
+			if _, ok := h.payload["requested"]; h.payload == nil || ok {
+				return [][]byte{raw}
+			}
+			if v, ok := h.payload["version"]; ok {
+				h.payload["requested"] = v
+			} else {
+				h.payload["requested"] = h.payload["floor"]
+			}
+			return [][]byte{withEnvelope(h)}
+		}),
+	},
+	{
+		ID:      "openwop.rfc0242.compatibility.record-without-requested-read",
+		Variant: "poll-refuses",
+		Broken:  "answers 500 to a poll of a run's log that holds a negotiation.decided record without `requested`",
+		Response: func(x *Exchange, r *Response) {
+			if !isRunPoll(x) || r.Status != http.StatusOK {
+				return
+			}
+			evs, _ := decodeUseNumber(r.Body)["events"].([]any)
+			for _, e := range evs {
+				ev, _ := e.(map[string]any)
+				p, _ := ev["payload"].(map[string]any)
+				if _, ok := p["requested"]; p != nil && ev["type"] == "negotiation.decided" && !ok {
+					r.Status = http.StatusInternalServerError
+					r.Header.Set("Content-Type", "application/json")
+					r.SetJSON(map[string]any{"error": "invalid_record", "message": "negotiation.decided without requested"})
+					return
+				}
+			}
+		},
+	},
 }
 
 // hostLog is what a broken host's whole log looks like through the proxy:

@@ -78,6 +78,7 @@ func Register(c *steps.Catalog) {
 	registerRecord(c)
 	registerDurable(c)
 	registerIsolation(c)
+	registerLegacy(c)
 }
 
 // versionRange is what a Given step configured for one protocol.
