@@ -283,12 +283,12 @@ Feature: Contract scoping and lifecycle
 
     @fixture:agtp-confirm-first
     Examples:
-      | how                      | obtains                                                        | transport          |
-      | gate, confirm-first      | "alice" holds an active contract for BOOK /room/{room}          | TLS 1.3            |
-      | gate, confirm-first      | "alice" holds an active contract for BOOK /room/{room}          | plaintext loopback |
-      | PROPOSE, wrapped form    | "alice" proposes BOOK /room/{room} remembered as "proposed"     | TLS 1.3            |
+      | how                   | obtains                                                     | transport          |
+      | gate, confirm-first   | "alice" holds an active contract for BOOK /room/{room}      | TLS 1.3            |
+      | gate, confirm-first   | "alice" holds an active contract for BOOK /room/{room}      | plaintext loopback |
+      | PROPOSE, wrapped form | "alice" proposes BOOK /room/{room} remembered as "proposed" | TLS 1.3            |
 
     @fixture:agtp-optimistic
     Examples:
-      | how                      | obtains                                                        | transport          |
-      | PROPOSE, legacy form     | "alice" proposes BOOK /room/{room} in the legacy form remembered as "proposed" | plaintext loopback |
+      | how                  | obtains                                                                        | transport          |
+      | PROPOSE, legacy form | "alice" proposes BOOK /room/{room} in the legacy form remembered as "proposed" | plaintext loopback |

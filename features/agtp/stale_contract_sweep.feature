@@ -326,8 +326,8 @@ Feature: Stale contract sweep
 
     @fixture:agtp-optimistic
     Examples:
-      | how                   | obtains                                                                      | transport          |
+      | how                   | obtains                                                                          | transport          |
       | gate, optimistic      | "alice" holds an active contract for BOOK /{booking}/{room} remembered as "live" | TLS 1.3            |
       | gate, optimistic      | "alice" holds an active contract for BOOK /{booking}/{room} remembered as "live" | plaintext loopback |
-      | PROPOSE, wrapped form | "alice" proposes BOOK /{booking}/{room} remembered as "live"                 | TLS 1.3            |
-      | PROPOSE, legacy form  | "alice" proposes BOOK /{booking}/{room} in the legacy form remembered as "live" | plaintext loopback |
+      | PROPOSE, wrapped form | "alice" proposes BOOK /{booking}/{room} remembered as "live"                     | TLS 1.3            |
+      | PROPOSE, legacy form  | "alice" proposes BOOK /{booking}/{room} in the legacy form remembered as "live"  | plaintext loopback |

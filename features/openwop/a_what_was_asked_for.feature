@@ -131,9 +131,9 @@ Feature: A negotiation record names the version that was asked for
     Then that stream delivers the legacy record as it was written, without requested, before the record of an exchange tenant "<tenant>" makes after it opened
 
     Examples:
-      | tenant | outcome  | protocol | how                     | subscribes                                                                  |
-      | acme   | accepted | A2A      | new subscription        | tenant "acme" opens a new host-event stream without Last-Event-ID           |
-      | globex | refused  | MCP      | new subscription        | tenant "globex" opens a new host-event stream without Last-Event-ID         |
+      | tenant | outcome  | protocol | how                        | subscribes                                                                       |
+      | acme   | accepted | A2A      | new subscription           | tenant "acme" opens a new host-event stream without Last-Event-ID                |
+      | globex | refused  | MCP      | new subscription           | tenant "globex" opens a new host-event stream without Last-Event-ID              |
       | globex | accepted | MCP      | resumed with Last-Event-ID | tenant "globex" resumes its host-event stream after the record of its exchange 1 |
       | acme   | refused  | A2A      | resumed with Last-Event-ID | tenant "acme" resumes its host-event stream after the record of its exchange 1   |
 
