@@ -77,6 +77,8 @@ func Register(c *steps.Catalog) {
 	registerEvents(c)
 	registerRecord(c)
 	registerDurable(c)
+	registerIsolation(c)
+	registerLegacy(c)
 }
 
 // versionRange is what a Given step configured for one protocol.
