@@ -1,0 +1,101 @@
+package agl
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+
+	"github.com/parley-conformance/parley/peers/fakemail"
+	"github.com/parley-conformance/parley/steps"
+)
+
+// Receipts, repeats and contract interfaces (spec 8, 10): a receipt that
+// is JSON but not the contract's output type, a deduplicating destination
+// under a contract that forbids repeats, and what a registration may not
+// change or claim.
+
+func registerInterfaces(c *steps.Catalog) {
+	// The output type the email contract declares: a receipt naming a
+	// message id of at least 8 characters. The fake destination's own ids
+	// are 28 characters long.
+	c.Given(`^the email contract declares its output as a message id of at least (\d+) characters$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if s.ready {
+			return steps.Fault("the contracts are already registered")
+		}
+		s.emailOutput = map[string]any{"type": "object", "required": []string{"message_id"},
+			"properties": map[string]any{"message_id": map[string]any{"type": "string", "minLength": n}}}
+		return nil
+	})
+	c.Given(`^the destination will take effect on the next message and answer 200 with the receipt (.+)$`, func(ctx context.Context, receipt string) error {
+		s := st(ctx)
+		if s.mail == nil {
+			return steps.Fault("describe the AGL host before its destination")
+		}
+		if !json.Valid([]byte(receipt)) {
+			return steps.Fault("the receipt %s is not JSON", receipt)
+		}
+		s.mail.fake.Inject(fakemail.Fault{Mode: fakemail.FaultReceipt, Count: 1, Receipt: json.RawMessage(receipt)})
+		return nil
+	})
+
+	// A contract that forbids repeats, at a destination that would
+	// deduplicate them.
+	c.Given(`^the email contract is registered as not idempotent with up to (\d+) attempts$`, func(ctx context.Context, n int) error {
+		s := st(ctx)
+		if s.ready {
+			return steps.Fault("the contracts are already registered")
+		}
+		s.emailIdem, s.emailAttempts = "none", n
+		return nil
+	})
+
+	// A legacy handler offered as a protected operation.
+	c.When(`^the operator registers a contract "([^"]*)" whose implementation is the legacy tool "([^"]*)" (requiring approval|without approval|quoting the email implementation's fingerprint)$`, func(ctx context.Context, name, tool, how string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		ct := s.emailContract(ctx, s.opName(name), "1", 1)
+		ct["implementation"] = tool
+		delete(ct, "destination_account")
+		ct["implementation_fingerprint"] = legacyFingerprint(tool)
+		switch how {
+		case "without approval":
+			// An unprotected-looking declaration: no resource protocol,
+			// no approval, the effects the legacy tool declares (none)
+			// plus external_write, which makes it a protected write.
+			delete(ct, "protocol_preconditions")
+			delete(ct, "protocol_outcomes")
+			ct["approval_requirement"] = map[string]any{"required": false}
+			ct["input_type"] = map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}
+			ct["authority_requirements"] = []any{}
+			ct["possible_effects"] = []string{"external_write"}
+		case "quoting the email implementation's fingerprint":
+			ct["implementation_fingerprint"] = s.implementationFingerprint(ctx, "email.send/v1")
+		}
+		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, ct)
+		return err
+	})
+	c.Then(`^the registration is refused$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		if err := w.Assert(r.Status >= 400 && r.Status < 500, "the host answered %d to a contract whose implementation is a legacy tool: %s", r.Status, r); err != nil {
+			return err
+		}
+		return w.ExpectSchema("agl/error.json", r.Body)
+	})
+}
+
+// legacyFingerprint is what a contract naming a legacy tool quotes: the
+// digest of the tool's name, since a legacy tool publishes no
+// implementation fingerprint (it is not a trusted implementation).
+func legacyFingerprint(tool string) string {
+	sum := sha256.Sum256([]byte("legacy:" + tool))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
