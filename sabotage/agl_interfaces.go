@@ -53,6 +53,11 @@ var aglInterfaceRules = []Rule{
 		},
 	},
 	{
+		ID:       "agl.recovery.approval-conditions-changed",
+		Broken:   "resumes an interrupted deduplicated send on recovery under whatever deployment policy and destination the recovering host runs",
+		Response: aglResumeUnchecked,
+	},
+	{
 		ID:     "agl.contract.fingerprint-covers-interface",
 		Broken: "leaves the module interface (authority, effects, approval, idempotency) out of the contract fingerprint, so a declaration differing only there passes for the registered contract",
 		Response: func(x *Exchange, r *Response) {

@@ -58,3 +58,31 @@ Feature: Receipts the contract does not accept, and repeats it does not allow
       | fault                                                          |
       | fail after taking effect on the next message                   |
       | answer unreadable JSON after taking effect on the next message |
+
+  # The principal's host approves and crashes while the send is claimed;
+  # the fixture's host, on the same store, recovers the claim under its own
+  # deployment. Whether recovery resends at all is the host's choice: what
+  # holds either way is that under changed conditions nothing is sent.
+  @req:agl.recovery.approval-conditions-changed @profile:agl-operation-store @fixture:agl-store
+  Scenario Outline: Recovery under another deployment policy or destination sends nothing and leaves the send Unknown
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the hosts presume a silent host crashed after 400 ms
+    And a second AGL host shares the first host's operation store
+    And the principal works at a host of its own on that store <which>
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the principal's host will crash at the external call, before sending
+    When the agent dispatches the approved send
+    Then the first host answered nothing
+    And the second host soon reports the operation "Unknown" and awaiting reconciliation
+    And no destination received a message
+    When the operator reconciles the operation at the second host by asking the destination
+    Then the operation is "ReconciledNoEffect"
+    And the second host reports the draft "FailedNoEffect"
+    And no destination received a message
+
+    Examples:
+      | which                                                                           |
+      | whose deployment policy allows recipients only in "example.com, example.net"    |
+      | that sends email to another destination                                         |

@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // Receipts, repeats and contract interfaces (spec 8, 10): a receipt that
@@ -79,6 +81,74 @@ func registerInterfaces(c *steps.Catalog) {
 		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, ct)
 		return err
 	})
+	// Recovery under changed conditions: the approval is made, and the
+	// dispatch crashes, at a host of the scenario's own on the fixture's
+	// store that runs under another deployment policy or sends email to
+	// another destination; the fixture's host, which survives, recovers the
+	// claim under its own.
+	c.Given(`^the principal works at a host of its own on that store (whose deployment policy allows recipients only in "[^"]*"|that sends email to another destination)$`, func(ctx context.Context, how string) error {
+		s, w := st(ctx), steps.From(ctx)
+		if !s.shared {
+			return steps.Fault("a host of the scenario's own on the store needs the store shared (a Given step describes it)")
+		}
+		if s.ready || s.crasher != nil {
+			return steps.Fault("the principal's host must be described before anything is sent")
+		}
+		var deployment []string
+		var moved *destination
+		if m := quoted.FindStringSubmatch(how); m != nil {
+			deployment = csv(m[1])
+		} else {
+			roster := fixtures.AGLRosterEmail
+			if s.dedup {
+				roster = fixtures.AGLRosterEmailDedup
+			}
+			var err error
+			if s.mail2, err = leaseDestination(w, roster); err != nil {
+				return err
+			}
+			moved = s.mail2
+		}
+		h, err := s.storeHost(ctx, "crashing", moved, deployment)
+		if err != nil {
+			return err
+		}
+		// From here on it is "the first host" (state is read back at the
+		// fixture's host, "the second", once it has crashed).
+		s.crasher = h
+		return nil
+	})
+	c.When(`^the principal's host will crash at the external call, before sending$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		if s.crasher == nil {
+			return steps.Fault("no host of the principal's own was described")
+		}
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		raw := mustJSON(map[string]any{"boundary": "external_call", "action": "halt", "operation": s.sendOp, "count": 1})
+		r, err := w.Exchange(ctx, s.crasher.HTTP, http.MethodPost, seamPath+"/faults", raw, http.Header{"Content-Type": {"application/json"}})
+		if err != nil {
+			return err
+		}
+		switch r.Status {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+			return steps.Block(verdict.CauseSeamAbsent, "the host answered %d at the fault seam: %s", r.Status, r)
+		}
+		if err := w.Assert(r.Status == http.StatusCreated, "the host's fault seam refused external_call/halt: %s", r); err != nil {
+			return err
+		}
+		s.crashArmed = true
+		return nil
+	})
+	c.Then(`^no destination received a message$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if err := s.expectMessages(ctx, s.mail, "destination", 0); err != nil {
+			return err
+		}
+		return s.expectMessages(ctx, s.mail2, "second destination", 0)
+	})
+
 	c.Then(`^the registration is refused$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := w.LastResponse()
