@@ -1736,6 +1736,14 @@ class Host:
         for oid in recovered:
             threading.Thread(target=self.resume, args=(oid,), daemon=True).start()
 
+    @staticmethod
+    def same_deployment(bound, dest):
+        """Whether the deployment a snapshot bound is where this host sends."""
+        if not isinstance(bound, dict):
+            return False
+        return (bound.get("destination") == dest.get("url") and bound.get("account") == dest.get("account")
+                and bool(bound.get("destination_idempotent")) == bool(dest.get("honours_idempotency_key")))
+
     def resume(self, oid):
         """Settle an operation recovery declared Unknown by sending it again
         under its key, when that is safe and nothing it was approved under
@@ -1761,6 +1769,10 @@ class Host:
                 code = "policy_fingerprint_mismatch"
             elif snap.get("canon_version") != canon.CANON_VERSION:
                 code = "canonicalization_mismatch"
+            elif not self.same_deployment(snap.get("deployment"), dest):
+                # The destination, account or deduplication promise the
+                # approval bound is not the one this host would send to.
+                code = "proposal_mismatch"
             permit = self.permit_by_id(o["permit_id"]) if o["permit_id"] else None
             if code is None:
                 try:
