@@ -58,6 +58,18 @@ var aglInterfaceRules = []Rule{
 		Response: aglResumeUnchecked,
 	},
 	{
+		ID:     "agl.retry.reserved-at-admission",
+		Broken: "charges every retry to the budget when it is made, so under a spent budget the operation stops after its first attempt",
+		Response: aglRewriteOperation(func(_ *Exchange, op map[string]any) bool {
+			if aglInt(op["attempt"]) < 2 {
+				return false
+			}
+			op["state"], op["attempt"], op["awaiting_reconciliation"] = "Unknown", 1, true
+			op["outcome"] = map[string]any{"kind": "uncertain", "failure": "destination_error", "reason": "no retry: budget_exhausted"}
+			return true
+		}),
+	},
+	{
 		ID:     "agl.contract.fingerprint-covers-interface",
 		Broken: "leaves the module interface (authority, effects, approval, idempotency) out of the contract fingerprint, so a declaration differing only there passes for the registered contract",
 		Response: func(x *Exchange, r *Response) {

@@ -86,3 +86,26 @@ Feature: Receipts the contract does not accept, and repeats it does not allow
       | which                                                                           |
       | whose deployment policy allows recipients only in "example.com, example.net"    |
       | that sends email to another destination                                         |
+
+  # Section 9 has admission reserve retries with the tool calls before work
+  # starts; section 8 permits the retries, never requires them. That the
+  # retries of one logical operation are the one tool call it reserved is
+  # parley's reading.
+  @req:agl.retry.reserved-at-admission @profile:agl-parley-binding @fixture:agl-core
+  Scenario Outline: parley's binding: an operation's retries were reserved when it was admitted, and spend no further budget
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the operator gives the execution a budget of 1 tool call
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next <failures> messages
+    When the agent dispatches the approved send
+    Then the operation is "Completed"
+    And the operation made <attempts> attempts
+    And the destination was sent the message <attempts> times, every time with the operation id as idempotency key
+    And the destination received exactly one message
+    And the execution's budget shows 1 tool call used
+
+    Examples:
+      | failures | attempts |
+      | 1        | 2        |
+      | 2        | 3        |
