@@ -91,35 +91,51 @@ var aglInterfaceRules = []Rule{
 	{
 		ID:     "agl.contract.legacy-not-protected",
 		Broken: "registers a legacy tool as the implementation of a protected operation",
-		Intercept: func(x *Exchange) *Response {
-			switch {
-			case aglIs(x, http.MethodPost, "/contracts"):
-				c := aglDoc(x.Body)
-				if c == nil || !strings.HasPrefix(aglStr(c, "implementation"), "legacy.") {
-					return nil
-				}
-				reg := map[string]any{"qualified_name": aglStr(c, "qualified_name"), "contract_version": aglStr(c, "contract_version"),
-					"contract_fingerprint": "sha256:" + strings.Repeat("1", 64), "implementation_fingerprint": aglStr(c, "implementation_fingerprint"), "contract": c}
-				aglLegacy.Lock()
-				aglLegacy.registered[aglStr(c, "qualified_name")] = reg
-				aglLegacy.Unlock()
-				return aglJSONResponse(http.StatusCreated, reg)
-			case x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/contracts/"):
-				name, _ := url.PathUnescape(strings.TrimPrefix(x.Path, aglAPI+"/contracts/"))
-				aglLegacy.Lock()
-				reg := aglLegacy.registered[name]
-				aglLegacy.Unlock()
-				if reg != nil {
-					return aglJSONResponse(http.StatusOK, reg)
-				}
-			}
-			return nil
-		},
+		Intercept: aglPretendRegistered(func(c map[string]any) bool {
+			return strings.HasPrefix(aglStr(c, "implementation"), "legacy.")
+		}),
+	},
+	{
+		ID:     "agl.contract.field-set-validated",
+		Broken: "registers a contract after checking only its implementation and fingerprint, whatever its other fields hold",
+		Intercept: aglPretendRegistered(func(c map[string]any) bool {
+			return strings.HasPrefix(aglStr(c, "qualified_name"), "mail.defective.")
+		}),
 	},
 }
 
-// aglLegacy keeps the legacy-backed contracts the legacy-not-protected
-// rule pretended to register (qualified names are unique per scenario).
+// aglPretendRegistered answers, for the host, a contract registration that
+// match selects with 201, and reads of that contract with it: a host that
+// registers what it should have refused.
+func aglPretendRegistered(match func(c map[string]any) bool) func(x *Exchange) *Response {
+	return func(x *Exchange) *Response {
+		switch {
+		case aglIs(x, http.MethodPost, "/contracts"):
+			c := aglDoc(x.Body)
+			if c == nil || !match(c) {
+				return nil
+			}
+			reg := map[string]any{"qualified_name": aglStr(c, "qualified_name"), "contract_version": aglStr(c, "contract_version"),
+				"contract_fingerprint": "sha256:" + strings.Repeat("1", 64), "implementation_fingerprint": aglStr(c, "implementation_fingerprint"), "contract": c}
+			aglLegacy.Lock()
+			aglLegacy.registered[aglStr(c, "qualified_name")] = reg
+			aglLegacy.Unlock()
+			return aglJSONResponse(http.StatusCreated, reg)
+		case x.Method == http.MethodGet && strings.HasPrefix(x.Path, aglAPI+"/contracts/"):
+			name, _ := url.PathUnescape(strings.TrimPrefix(x.Path, aglAPI+"/contracts/"))
+			aglLegacy.Lock()
+			reg := aglLegacy.registered[name]
+			aglLegacy.Unlock()
+			if reg != nil {
+				return aglJSONResponse(http.StatusOK, reg)
+			}
+		}
+		return nil
+	}
+}
+
+// aglLegacy keeps the contracts aglPretendRegistered pretended to register
+// (qualified names are unique per scenario).
 var aglLegacy = struct {
 	sync.Mutex
 	registered map[string]map[string]any

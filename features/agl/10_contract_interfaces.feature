@@ -39,3 +39,23 @@ Feature: Contract interfaces and the handlers behind them
       | requiring approval                              |
       | without approval                                |
       | quoting the email implementation's fingerprint  |
+
+  @req:agl.contract.field-set-validated @profile:agl-core @fixture:agl-core
+  Scenario Outline: A contract with any field outside its domain is not registered
+    When the operator registers the email contract as "mail.defective" with <defect>
+    Then the registration is refused
+    And no contract named "mail.defective" is registered
+
+    Examples:
+      | defect                                                      |
+      | no contract version                                         |
+      | an implementation the host does not have                    |
+      | an input type that is not an object                         |
+      | an output type using a keyword outside the type language    |
+      | an authority requirement without a selector                 |
+      | possible effects that omit email_send                       |
+      | a precondition that the draft is a Draft                    |
+      | success returning the draft to Authorized                   |
+      | no approval required                                        |
+      | an idempotency kind exactly_once                            |
+      | a retry selector naming a failure kind that does not exist  |

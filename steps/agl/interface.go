@@ -149,13 +149,50 @@ func registerInterfaces(c *steps.Catalog) {
 		return s.expectMessages(ctx, s.mail2, "second destination", 0)
 	})
 
+	// A contract with one field outside its domain (section 4.2's field set).
+	c.When(`^the operator registers the email contract as "([^"]*)" with (.+)$`, func(ctx context.Context, name, defect string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		ct := s.emailContract(ctx, s.opName(name), "1", 1)
+		switch defect {
+		case "no contract version":
+			delete(ct, "contract_version")
+		case "an implementation the host does not have":
+			ct["implementation"] = "email.send/v9"
+		case "an input type that is not an object":
+			ct["input_type"] = map[string]any{"type": "string"}
+		case "an output type using a keyword outside the type language":
+			ct["output_type"] = map[string]any{"type": "object", "properties": map[string]any{"message_id": map[string]any{"type": "string", "pattern": "^msg_"}}}
+		case "an authority requirement without a selector":
+			ct["authority_requirements"] = []any{map[string]any{"kind": "mailbox"}}
+		case "possible effects that omit email_send":
+			ct["possible_effects"] = []string{"external_write"}
+		case "a precondition that the draft is a Draft":
+			ct["protocol_preconditions"] = []any{map[string]any{"argument": "/draft", "state": "Draft"}}
+		case "success returning the draft to Authorized":
+			ct["protocol_outcomes"] = map[string]any{"success": "Authorized", "no_effect": "FailedNoEffect", "uncertain": "Unknown"}
+		case "no approval required":
+			ct["approval_requirement"] = map[string]any{"required": false}
+		case "an idempotency kind exactly_once":
+			ct["idempotency_contract"] = map[string]any{"kind": "exactly_once"}
+		case "a retry selector naming a failure kind that does not exist":
+			ct["scheduling_contract"] = map[string]any{"max_attempts": 2, "retry_on": []string{"sometimes"}}
+		default:
+			return steps.Fault("no contract defect %q", defect)
+		}
+		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, ct)
+		return err
+	})
+
 	c.Then(`^the registration is refused$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := w.LastResponse()
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(r.Status >= 400 && r.Status < 500, "the host answered %d to a contract whose implementation is a legacy tool: %s", r.Status, r); err != nil {
+		if err := w.Assert(r.Status >= 400 && r.Status < 500, "the host answered %d to a contract it should refuse: %s", r.Status, r); err != nil {
 			return err
 		}
 		return w.ExpectSchema("agl/error.json", r.Body)
