@@ -649,6 +649,18 @@ class Host:
         appr["required"] = bool(appr.get("required", False))
         if appr["required"] and not appr.get("role"):
             appr["role"] = "operator"
+        if im.get("resource_kind"):
+            # A contract is a trusted declaration about the implementation:
+            # a protocol-bound write claims its resource from Authorized,
+            # lands in Sent / FailedNoEffect / Unknown (never back in a
+            # reusable authorized state), and needs an approval.
+            pre = b.get("protocol_preconditions") or []
+            if len(pre) != 1 or not isinstance(pre[0], dict) or pre[0].get("state") != "Authorized":
+                raise bad("%s requires one precondition: a %s handle argument in state Authorized" % (im["name"], im["resource_kind"]))
+            if b.get("protocol_outcomes") != {"success": "Sent", "no_effect": "FailedNoEffect", "uncertain": "Unknown"}:
+                raise bad("%s requires protocol_outcomes success=Sent no_effect=FailedNoEffect uncertain=Unknown" % im["name"])
+            if not appr["required"]:
+                raise bad("%s is an approval-protected operation" % im["name"])
         idem = dict(b.get("idempotency_contract") or {})
         idem.setdefault("kind", "none")
         if idem["kind"] not in ("none", "destination_key") or set(idem) - {"kind"}:
