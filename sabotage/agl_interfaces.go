@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -68,6 +69,23 @@ var aglInterfaceRules = []Rule{
 			op["outcome"] = map[string]any{"kind": "uncertain", "failure": "destination_error", "reason": "no retry: budget_exhausted"}
 			return true
 		}),
+	},
+	{
+		ID:     "agl.canon.array-order-kept",
+		Broken: "sorts the items of arrays (an email's recipients) when it snapshots a proposal",
+		Response: func(x *Exchange, r *Response) {
+			if !aglPropose(x) || r.Status != http.StatusCreated {
+				return
+			}
+			p := aglDoc(r.Body)
+			payload, _ := aglLookup(p, "snapshot", "arguments", "draft", "payload").(map[string]any)
+			to, _ := payload["to"].([]any)
+			if len(to) < 2 {
+				return
+			}
+			sort.Slice(to, func(i, j int) bool { a, _ := to[i].(string); b, _ := to[j].(string); return a < b })
+			r.SetJSON(p)
+		},
 	},
 	{
 		ID:     "agl.contract.fingerprint-covers-interface",

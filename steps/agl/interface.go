@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/peers/fakemail"
@@ -184,6 +185,60 @@ func registerInterfaces(c *steps.Catalog) {
 		}
 		_, err := s.do(ctx, http.MethodPost, api+"/contracts", roleOperator, ct)
 		return err
+	})
+
+	// Array order (section 6.2): recipients in an order that is not sorted.
+	c.Setup(preDraft, `^the principal drafts an email to "([^"]*)", in that order$`, func(ctx context.Context, list string) error {
+		s := st(ctx)
+		if err := s.ensure(ctx); err != nil {
+			return err
+		}
+		r, err := s.do(ctx, http.MethodPost, api+"/resources/email-drafts", roleNone, s.draftBody(s.me.principal, s.me.mailbox, csv(list), "See attached."))
+		m, err := got(r, err).want(preDraft, 201)
+		if err != nil {
+			return err
+		}
+		s.draftID, s.latestHandle = str(m, "resource_id"), str(m, "handle")
+		if s.draftID == "" || s.latestHandle == "" {
+			return steps.Precondition(preDraft, &steps.Failure{Msg: "the draft carries no resource_id or handle: " + r.String(), Exchange: r})
+		}
+		return nil
+	})
+	c.Then(`^the proposal's snapshot lists the recipients "([^"]*)" in that order$`, func(ctx context.Context, list string) error {
+		s, w := st(ctx), steps.From(ctx)
+		to, _ := steps.Lookup(s.prop, "snapshot.arguments.draft.payload.to")
+		got, _ := to.([]any)
+		want := csv(list)
+		same := len(got) == len(want)
+		for i := 0; same && i < len(want); i++ {
+			same = got[i] == want[i]
+		}
+		return w.Assert(same, "the snapshot lists the recipients %v, the draft has them as %v", to, want)
+	})
+	c.Then(`^the proposal's digest is not that of its snapshot with the recipients sorted$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		snap, _ := steps.Lookup(s.prop, "snapshot")
+		sorted, err := decodeJSON(mustJSON(snap))
+		if err != nil {
+			return steps.Fault("the snapshot does not re-encode: %v", err)
+		}
+		to, _ := steps.Lookup(sorted, "arguments.draft.payload.to")
+		list, _ := to.([]any)
+		names := make([]string, 0, len(list))
+		for _, e := range list {
+			v, _ := e.(string)
+			names = append(names, v)
+		}
+		slices.Sort(names)
+		for i := range list {
+			list[i] = names[i]
+		}
+		enc, err := canonicalize(sorted)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(enc)
+		return w.Assert(str(s.prop, "digest") != "sha256:"+hex.EncodeToString(sum[:]), "the digest %s is also the digest of the snapshot with its recipients sorted: array order is lost", str(s.prop, "digest"))
 	})
 
 	c.Then(`^the registration is refused$`, func(ctx context.Context) error {
