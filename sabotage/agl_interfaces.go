@@ -88,6 +88,23 @@ var aglInterfaceRules = []Rule{
 		},
 	},
 	{
+		ID:     "agl.checker.diagnostics-states",
+		Broken: "reports a state diagnostic's required and actual states the wrong way round",
+		Response: func(x *Exchange, r *Response) {
+			if !aglIs(x, http.MethodPost, "/workflows/check") || r.Status != http.StatusOK {
+				return
+			}
+			m := aglDoc(r.Body)
+			list, _ := m["diagnostics"].([]any)
+			for _, e := range list {
+				if d, _ := e.(map[string]any); d != nil && d["required"] != nil && d["actual"] != nil {
+					d["required"], d["actual"] = d["actual"], d["required"]
+				}
+			}
+			r.SetJSON(m)
+		},
+	},
+	{
 		ID:     "agl.contract.fingerprint-covers-interface",
 		Broken: "leaves the module interface (authority, effects, approval, idempotency) out of the contract fingerprint, so a declaration differing only there passes for the registered contract",
 		Response: func(x *Exchange, r *Response) {

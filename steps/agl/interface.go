@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/parley-conformance/parley/fixtures"
 	"github.com/parley-conformance/parley/peers/fakemail"
@@ -241,6 +242,22 @@ func registerInterfaces(c *steps.Catalog) {
 		return w.Assert(str(s.prop, "digest") != "sha256:"+hex.EncodeToString(sum[:]), "the digest %s is also the digest of the snapshot with its recipients sorted: array order is lost", str(s.prop, "digest"))
 	})
 
+	// Static diagnostics name the required and the actual state (section 12).
+	c.Then(`^that diagnostic requires state "([^"]*)", finds state "([^"]*)" and offers a remediation$`, func(ctx context.Context, required, actual string) error {
+		w, cs := steps.From(ctx), cst(ctx)
+		if cs.diag == nil {
+			return steps.Fault("no diagnostic was found before this step")
+		}
+		d := cs.diag
+		if err := w.Assert(namesState(d["required"], required), "the diagnostic %s says the required state is %v, want it to name %s: %v", str(d, "code"), d["required"], required, d); err != nil {
+			return err
+		}
+		if err := w.Assert(namesState(d["actual"], actual), "the diagnostic %s says the actual state is %v, want it to name %s: %v", str(d, "code"), d["actual"], actual, d); err != nil {
+			return err
+		}
+		return w.Assert(strings.TrimSpace(str(d, "remediation")) != "", "the diagnostic %s offers no remediation: %v", str(d, "code"), d)
+	})
+
 	c.Then(`^the registration is refused$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
 		r, err := w.LastResponse()
@@ -252,6 +269,17 @@ func registerInterfaces(c *steps.Catalog) {
 		}
 		return w.ExpectSchema("agl/error.json", r.Body)
 	})
+}
+
+// namesState says whether a diagnostic's required or actual member names
+// state as one of its words (a host may say "Authorized", "state
+// Authorized" or "Draft | Proposed").
+func namesState(v any, state string) bool {
+	text, _ := v.(string)
+	words := strings.FieldsFunc(text, func(r rune) bool {
+		return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	})
+	return slices.Contains(words, state)
 }
 
 // legacyFingerprint is what a contract naming a legacy tool quotes: the
