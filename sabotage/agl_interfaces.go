@@ -105,6 +105,19 @@ var aglInterfaceRules = []Rule{
 		},
 	},
 	{
+		ID:     "agl.retry.expired-permit-stops-retry",
+		Broken: "retries an uncertain send under a permit that expired after the first attempt",
+		Response: aglRewriteOperation(func(x *Exchange, op map[string]any) bool {
+			if op["state"] != "Unknown" || !strings.Contains(aglOutcomeReason(op), "no retry: permit_expired") {
+				return false
+			}
+			// The attempt the broken host would have made, with the same key.
+			aglResend(x, op)
+			op["state"], op["awaiting_reconciliation"], op["attempt"] = "Completed", false, json.Number("2")
+			return true
+		}),
+	},
+	{
 		ID:     "agl.contract.fingerprint-covers-interface",
 		Broken: "leaves the module interface (authority, effects, approval, idempotency) out of the contract fingerprint, so a declaration differing only there passes for the registered contract",
 		Response: func(x *Exchange, r *Response) {

@@ -109,3 +109,25 @@ Feature: Receipts the contract does not accept, and repeats it does not allow
       | failures | attempts |
       | 1        | 2        |
       | 2        | 3        |
+
+  # Section 6.3: before a further attempt the MVP stops, and asks for a
+  # renewed approval, when the permit has expired. A host that never
+  # retries meets it.
+  @req:agl.retry.expired-permit-stops-retry @profile:agl-operation-store @fixture:agl-core @exclusive
+  Scenario: A permit that expires between attempts stops the retries, and the send waits for reconciliation
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts, 1500 ms apart
+    And the principal's grant lasts 3 days
+    And the principal has an approved send of a draft to "bob@example.com" whose permit expires in 600 seconds
+    And the destination will fail after taking effect on the next message
+    When the agent starts dispatching the approved send
+    And the first attempt has reached the destination
+    And the host's clock moves 2 hours ahead
+    And the dispatch finishes
+    Then the operation is "Unknown" and awaits reconciliation
+    And the operation made 1 attempt
+    And the destination was sent the message 1 time, every time with the operation id as idempotency key
+    When the agent dispatches the approved send
+    Then the action is refused with status 409, code "uncertain_completion" and category "uncertain_completion"
+    And the destination was sent the message 1 time, every time with the operation id as idempotency key
