@@ -43,7 +43,8 @@ func Register(c *steps.Catalog) {
 	registerActions(c)
 	registerChecks(c)
 	registerRuntime(c)
-	registerChecker(c) // the workflow checker, checker.go
+	registerChecker(c)    // the workflow checker, checker.go
+	registerInterfaces(c) // receipts, repeats and contract interfaces, interface.go
 }
 
 // destination is a fake destination account the scenario leased from its
@@ -185,8 +186,9 @@ type state struct {
 	ready          bool
 	emailIdem      string
 	emailAttempts  int
-	emailBackoff   int      // the email contract's backoff_ms, when set
-	emailRetryOn   []string // the email contract's retry selector, when set
+	emailBackoff   int            // the email contract's backoff_ms, when set
+	emailRetryOn   []string       // the email contract's retry selector, when set
+	emailOutput    map[string]any // the email contract's output type, when not the default
 	implementation map[string]string
 
 	exec   string
@@ -689,6 +691,9 @@ func (s *state) emailContract(ctx context.Context, name, version string, attempt
 		"approval_requirement":   map[string]any{"required": true, "role": "operator"},
 		"idempotency_contract":   map[string]any{"kind": s.emailIdem},
 		"scheduling_contract":    s.emailScheduling(attempts),
+	}
+	if s.emailOutput != nil {
+		c["output_type"] = s.emailOutput
 	}
 	if s.mail != nil {
 		c["destination_account"] = s.mail.account
