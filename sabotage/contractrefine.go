@@ -804,6 +804,16 @@ var contractRefineRules = []Rule{
 		Response:  forgetfulFrames,
 	},
 	{
+		// The proxy cannot tell a power cut from a crash: it forgets across
+		// any restart. TestAnUnsyncedWALLosesDecisionsOnlyToAPowerCut shows
+		// the defect the id is about, with a host that writes its frames and
+		// never fsyncs them: it passes the crash scenarios and fails this id.
+		ID:        "contractrefine.preflight.wal.decision-survives-power-cut",
+		Broken:    "answers a decision before its frame is synced: a power cut loses every decision answered before it",
+		Intercept: forgetful,
+		Response:  forgetfulFrames,
+	},
+	{
 		ID:        "contractrefine.preflight.wal.decision-survives-restart",
 		Broken:    "keeps its WAL in memory: a restart loses every decision answered before it",
 		Intercept: forgetful,
