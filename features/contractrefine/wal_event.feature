@@ -127,3 +127,13 @@ Feature: The autonomy.preflight WAL frame
       | first                                            | last                                             |
       | for a plan that satisfies every contract         | for a plan whose params lack provenance          |
       | whose plan step kind differs from the capability | for a plan that satisfies every contract         |
+
+  # The audit query is the spec's CLI; the suite reads the same frames back
+  # through the WAL seam, selected by the scenario's own agent.
+  @req:contractrefine.preflight.wal.audit-query-chronological @profile:contractrefine-preflight
+  Scenario: The audit query returns an agent's decisions in the order they were answered
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent requests a preflight for a plan whose params lack provenance
+    And the agent requests a preflight whose plan step kind differs from the capability
+    And the agent requests a preflight for a plan that satisfies every contract
+    Then the audit query for the agent's autonomy.preflight frames lists its decisions in the order they were answered
