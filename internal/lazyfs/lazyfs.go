@@ -57,18 +57,14 @@ type FS struct {
 
 // Mount serves backing at dir. Both must exist.
 func Mount(dir, backing string) (*FS, error) {
-	var st syscall.Stat_t
-	if err := syscall.Stat(backing, &st); err != nil {
+	lb, err := fs.NewLoopbackRoot(backing)
+	if err != nil {
 		return nil, fmt.Errorf("lazyfs: backing directory: %w", err)
 	}
 	f := &FS{Dir: dir, Backing: backing, dirty: map[*node]struct{}{}}
-	root := &fs.LoopbackRoot{Path: backing, Dev: uint64(st.Dev)}
-	root.NewNode = func(r *fs.LoopbackRoot, _ *fs.Inode, _ string, _ *syscall.Stat_t) fs.InodeEmbedder {
-		return &node{LoopbackNode: fs.LoopbackNode{RootData: r}, fs: f}
-	}
-	root.RootNode = root.NewNode(root, nil, "", &st)
+	root := &node{LoopbackNode: lb.(*fs.LoopbackNode), fs: f}
 	zero := time.Duration(0)
-	srv, err := fs.Mount(dir, root.RootNode, &fs.Options{
+	srv, err := fs.Mount(dir, root, &fs.Options{
 		EntryTimeout:    &zero,
 		AttrTimeout:     &zero,
 		NegativeTimeout: &zero,
@@ -194,11 +190,19 @@ func Available() error {
 // node is a loopback node whose file contents, once written, live in
 // memory until synced.
 type node struct {
-	fs.LoopbackNode
+	*fs.LoopbackNode
 	fs *FS
 	// data is the file's whole content while it holds unsynced writes
 	// (nil when the backing file is the content). Guarded by fs.mu.
 	data []byte
+}
+
+// WrapChild makes every node of the tree a lazyfs node.
+func (n *node) WrapChild(ctx context.Context, ops fs.InodeEmbedder) fs.InodeEmbedder {
+	if lb, ok := ops.(*fs.LoopbackNode); ok {
+		return &node{LoopbackNode: lb, fs: n.fs}
+	}
+	return ops
 }
 
 func (n *node) backingPath() string {
@@ -264,6 +268,8 @@ var (
 	_ fs.NodeLookuper  = (*node)(nil)
 	_ fs.NodeGetattrer = (*node)(nil)
 	_ fs.NodeSetattrer = (*node)(nil)
+
+	_ fs.NodeWrapChilder = (*node)(nil)
 )
 
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
