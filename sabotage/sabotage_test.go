@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/parley-conformance/parley/internal/lazyfs"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/sabotage"
 	"github.com/parley-conformance/parley/scenarios"
@@ -86,6 +87,8 @@ func TestEveryScenarioFailsAgainstSomeSabotagedHost(t *testing.T) {
 				}
 			}
 			switch {
+			case row != nil && noPowerCut(row.ID):
+				t.Skipf("FUSE is not usable on this machine, so %s is blocked: %s", row.ID, row.Detail)
 			case row == nil:
 				t.Errorf("no row for %s in the result", rule.ID)
 			case row.Result != verdict.ExecutedFail:
@@ -107,7 +110,7 @@ func TestEveryScenarioFailsAgainstSomeSabotagedHost(t *testing.T) {
 		}
 		k := scenarioKey(s.URI, s.Line)
 		proofs = append(proofs, sabotage.Proof{Scenario: k, Name: s.Name, ReqIDs: s.ReqIDs, FailedBy: failedBy[k]})
-		if len(failedBy[k]) == 0 {
+		if len(failedBy[k]) == 0 && !(len(s.ReqIDs) == 1 && noPowerCut(s.ReqIDs[0])) {
 			t.Errorf("scenario %s %q fails against no sabotaged host: add a rule (sabotage/) that breaks what it checks", k, s.Name)
 		}
 	}
@@ -144,7 +147,7 @@ func TestEveryScenarioFailsAgainstSomeSabotagedHost(t *testing.T) {
 				again = true
 			}
 		}
-		if !again {
+		if !again && !(len(p.ReqIDs) == 1 && noPowerCut(p.ReqIDs[0])) {
 			t.Errorf("docs/sabotage.md says %s fails against %v, but none of them failed it in this run (it failed against %v); regenerate the document if the rules changed", p.Scenario, keys, p.FailedBy)
 		}
 		delete(listed, p.Scenario)
@@ -152,6 +155,12 @@ func TestEveryScenarioFailsAgainstSomeSabotagedHost(t *testing.T) {
 	for k := range listed {
 		t.Errorf("docs/sabotage.md lists scenario %s, which is not in the corpus; regenerate it", k)
 	}
+}
+
+// noPowerCut says id is a power-cut id on a machine where the suite cannot
+// cut the power (no FUSE): its scenarios are blocked there, not failed.
+func noPowerCut(id string) bool {
+	return strings.HasSuffix(id, ".power-cut") && lazyfs.Available() != nil
 }
 
 func scenarioKey(uri string, line int64) string { return fmt.Sprintf("features/%s:%d", uri, line) }
