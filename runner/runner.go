@@ -378,6 +378,8 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		strays    []string
 		done      int
 		notPassed int
+		repeats   int
+		shown     = map[string]bool{}
 		total     = len(selected)
 	)
 	record := func(pickle *godog.Scenario, w *steps.World, err error) {
@@ -401,8 +403,18 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		r.URI, r.Line, r.Name, r.ReqIDs = s.URI, s.Line, s.Name, s.ReqIDs
 		results = append(results, r)
 		done++
+		// A scenario that ended as one already shown did (every scenario
+		// of a host that never starts) gets no line of its own: the
+		// summary groups them under their cause.
+		repeat := false
 		if r.Result != verdict.ExecutedPass {
 			notPassed++
+			k := r.Result + "\x00" + r.Cause + "\x00" + verdict.Gist(r.Detail)
+			repeat = shown[k]
+			shown[k] = true
+			if repeat {
+				repeats++
+			}
 		}
 		what := r.Result
 		if r.Cause != "" {
@@ -411,15 +423,18 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		switch {
 		case opt.Progress == nil:
 		case opt.Live:
-			if r.Result != verdict.ExecutedPass {
+			if r.Result != verdict.ExecutedPass && !repeat {
 				fmt.Fprintf(opt.Progress, "\r\033[K%-13s %s:%d %s\n", what, r.URI, r.Line, r.Name)
 			}
 			fmt.Fprintf(opt.Progress, "\r\033[K[%d/%d] %d not passed · %s", done, total, notPassed, clip(r.Name, 60))
 			if done == total {
 				fmt.Fprintln(opt.Progress)
 			}
-		default:
+		case !repeat:
 			fmt.Fprintf(opt.Progress, "[%*d/%d] %-13s %s:%d %s\n", len(fmt.Sprint(total)), done, total, what, r.URI, r.Line, r.Name)
+		}
+		if opt.Progress != nil && done == total && repeats > 0 {
+			fmt.Fprintf(opt.Progress, "%s more scenario(s) ended as one listed above did; the summary groups them by cause\n", fmt.Sprint(repeats))
 		}
 	}
 
