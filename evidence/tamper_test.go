@@ -44,3 +44,26 @@ func TestAChangedPayloadSaysSo(t *testing.T) {
 		t.Fatalf("a changed payload reads as a wrong key: %v", err)
 	}
 }
+
+// A bundle written before scenarios carried their duration still verifies:
+// the field is optional in the schema and omitted when empty.
+func TestABundleWithoutDurationsVerifies(t *testing.T) {
+	st := statement(t)
+	timed := false
+	for i := range st.Predicate.Requirements {
+		for j := range st.Predicate.Requirements[i].Scenarios {
+			timed = timed || st.Predicate.Requirements[i].Scenarios[j].DurationMs > 0
+			st.Predicate.Requirements[i].Scenarios[j].DurationMs = 0
+		}
+	}
+	if !timed {
+		t.Error("a run's scenarios carry no duration")
+	}
+	if raw, _ := json.Marshal(st); bytes.Contains(raw, []byte("durationMs")) {
+		t.Fatal("an untimed statement still names durationMs")
+	}
+	b, pub := sign(t, st)
+	if _, err := evidence.Verify(b, pub, reg, corpus); err != nil {
+		t.Fatalf("an untimed bundle does not verify: %v", err)
+	}
+}

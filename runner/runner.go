@@ -380,6 +380,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		notPassed int
 		repeats   int
 		shown     = map[string]bool{}
+		began     = map[string]time.Time{}
 		total     = len(selected)
 	)
 	record := func(pickle *godog.Scenario, w *steps.World, err error) {
@@ -401,6 +402,9 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		}
 		r := classify(w, err)
 		r.URI, r.Line, r.Name, r.ReqIDs = s.URI, s.Line, s.Name, s.ReqIDs
+		if t0, ok := began[pickle.Id]; ok {
+			r.DurationMs = time.Since(t0).Milliseconds()
+		}
 		results = append(results, r)
 		done++
 		// A scenario that ended as one already shown did (every scenario
@@ -476,6 +480,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 			sc.Before(func(ctx context.Context, pickle *godog.Scenario) (context.Context, error) {
 				mu.Lock()
 				s := byPickle[pickle.Id]
+				began[pickle.Id] = time.Now()
 				mu.Unlock()
 				w := steps.NewWorld(opt.Target, steps.Scenario{ReqIDs: s.ReqIDs, Preconditions: preconditions,
 					ID: pickle.Id, Fixture: s.Fixture, Exclusive: s.Exclusive, Fixtures: opt.Fixtures, Isolate: opt.Isolate})

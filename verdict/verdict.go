@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Verdicts.
@@ -114,6 +115,9 @@ type ScenarioResult struct {
 	ReliesOn   []string  `json:"reliesOn,omitempty"`
 	Detail     string    `json:"detail,omitempty"`
 	Exchange   *Exchange `json:"exchange,omitempty"`
+	// DurationMs is how long the scenario ran, in milliseconds, for the
+	// times of a junit report; bundles written before it carry none.
+	DurationMs int64 `json:"durationMs,omitempty"`
 }
 
 // Row is one requirement's verdict: the worst of its scenarios'.
@@ -302,4 +306,13 @@ func (r Row) ScenarioDetail() string {
 		}
 	}
 	return r.Detail
+}
+
+// Duration is the time a row's scenarios ran, in all.
+func (r Row) Duration() time.Duration {
+	var ms int64
+	for _, s := range r.Scenarios {
+		ms += s.DurationMs
+	}
+	return time.Duration(ms) * time.Millisecond
 }
