@@ -88,16 +88,13 @@ func SubjectName(st Statement) string {
 // witnessed. reg says which requirements are scored; nil scores them all.
 func Verdict(st Statement, reg *scenarios.Registry) Banner {
 	b := Banner{Subject: SubjectName(st), Profiles: st.Predicate.ProfilesCertified}
-	if b.Subject != "subject undeclared" {
-		for _, k := range []string{"sha256"} {
-			if d := st.Subject[0].Digest[k]; d != "" {
-				b.Subject += " " + k + ":" + d
-			}
-		}
+	if d := st.Subject[0].Digest["sha256"]; b.Subject != "subject undeclared" && d != "" {
+		b.Subject += " sha256:" + d
 	}
 	var failed, blocked []verdict.Row
 	executed := false
 	for _, r := range st.Predicate.Requirements {
+		executed = executed || r.Result == verdict.ExecutedPass || r.Result == verdict.ExecutedFail
 		if reg != nil {
 			if e, ok := reg.Lookup(r.ID); ok && !e.Scored() {
 				continue
@@ -105,11 +102,9 @@ func Verdict(st Statement, reg *scenarios.Registry) Banner {
 		}
 		switch r.Result {
 		case verdict.ExecutedFail:
-			failed, executed = append(failed, r), true
+			failed = append(failed, r)
 		case verdict.Blocked:
 			blocked = append(blocked, r)
-		case verdict.ExecutedPass:
-			executed = true
 		}
 	}
 	most := func(rows []verdict.Row) string {
