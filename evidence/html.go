@@ -110,7 +110,13 @@ func Verdict(st Statement, reg *scenarios.Registry) Banner {
 	most := func(rows []verdict.Row) string {
 		g := verdict.GroupByGist(rows)
 		sort.SliceStable(g, func(i, j int) bool { return len(g[i].Rows) > len(g[j].Rows) })
-		gist, _, _ := strings.Cut(g[0].Gist, "\n")
+		// One line: the gist's lines joined (a host's last log line
+		// belongs with "its last log lines:"), clipped; the table below
+		// has it whole.
+		gist := strings.Join(strings.Fields(g[0].Gist), " ")
+		if r := []rune(gist); len(r) > 280 {
+			gist = string(r[:279]) + "…"
+		}
 		if len(g[0].Rows) == 1 {
 			return g[0].Rows[0].ID + ": " + gist
 		}
