@@ -292,6 +292,8 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 		}
 		defer lf.Close()
 		defer target.LibraryLog(lf)()
+	} else {
+		defer target.LibraryLog(io.Discard)()
 	}
 	tgt, err := buildTarget(f, set)
 	if err != nil {
