@@ -46,6 +46,9 @@ func TestTheBannerSaysTheVerdictAtTheTop(t *testing.T) {
 			t.Errorf("the report does not say %q", want)
 		}
 	}
+	if i := strings.Index(main, `id="alike"`); i < 0 || !strings.Contains(main[i:], "<b>3 requirements</b>") || i > strings.Index(main, `id="not-passing"`) {
+		t.Error("the report does not group the three alike failures before the list")
+	}
 	if title := regexp.MustCompile(`<title>(.*)</title>`).FindStringSubmatch(page)[1]; strings.Contains(title, ": undeclared") || !strings.Contains(title, "subject undeclared") {
 		t.Errorf("title %q", title)
 	}

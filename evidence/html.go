@@ -43,6 +43,9 @@ type htmlData struct {
 	Families   []htmlFamily
 	Percent    int
 	Banner     Banner
+	// Alike groups the failed and blocked rows that ended the same way
+	// (two or more), largest first: one cause to fix for each.
+	Alike []verdict.Group
 	// Strip is the share of each verdict among the requirements, in the
 	// order the strip shows them, empty shares left out.
 	Strip []share
@@ -214,6 +217,16 @@ func RenderHTML(w io.Writer, st Statement, reg *scenarios.Registry, verified str
 		}
 	}
 	d.Banner = Verdict(st, reg)
+	var notPassing []verdict.Row
+	for _, r := range d.NotPassing {
+		notPassing = append(notPassing, r.Row)
+	}
+	for _, g := range verdict.GroupByGist(notPassing) {
+		if len(g.Rows) > 1 && g.Cause != verdict.CausePrecondition {
+			d.Alike = append(d.Alike, g)
+		}
+	}
+	sort.SliceStable(d.Alike, func(i, j int) bool { return len(d.Alike[i].Rows) > len(d.Alike[j].Rows) })
 	return t.Execute(w, d)
 }
 
