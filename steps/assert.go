@@ -23,7 +23,7 @@ func (w *World) ExpectStatus(code int) error {
 	if err != nil {
 		return err
 	}
-	return w.Assert(r.Status == code, "expected status %d: %s", code, r)
+	return w.Assert(r.Status == code, "%s", r.Unexpected(code))
 }
 
 // Lookup walks a dotted path ("execution_eligibility.expires_at",

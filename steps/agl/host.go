@@ -523,7 +523,7 @@ func (x result) want(precondition string, statuses ...int) (map[string]any, erro
 			return m, steps.Precondition(precondition, err)
 		}
 	}
-	return nil, steps.Precondition(precondition, &steps.Failure{Msg: "the host refused a step the scenario depends on: " + x.r.String(), Exchange: x.r})
+	return nil, steps.Precondition(precondition, &steps.Failure{Msg: "a step the scenario depends on: " + x.r.Unexpected(statuses...), Exchange: x.r})
 }
 
 func str(m map[string]any, path string) string {
