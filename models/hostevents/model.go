@@ -15,6 +15,7 @@ package hostevents
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -247,6 +248,11 @@ func (m *Model) Expected(s *Sub) []*Record {
 // Pending is how many records s still owes.
 func (m *Model) Pending(s *Sub) int { return len(m.Expected(s)) - s.Delivered }
 
+// ErrUnexpected marks a delivery of another record than the one due: one
+// of another tenant, one the stream should not carry, one again, or one
+// out of order.
+var ErrUnexpected = errors.New("not the record due")
+
 // Frame is one negotiation.decided frame a stream delivered.
 type Frame struct {
 	Event     string // the SSE event field
@@ -263,14 +269,14 @@ type Frame struct {
 func (m *Model) Deliver(s *Sub, f Frame) error {
 	exp := m.Expected(s)
 	if s.Delivered >= len(exp) {
-		return fmt.Errorf("the stream delivered %s after every record the model expects on it (%d): %s", m.describe(s, f), len(exp), clip(f.Data))
+		return fmt.Errorf("%w: the stream delivered %s after every record the model expects on it (%d): %s", ErrUnexpected, m.describe(s, f), len(exp), clip(f.Data))
 	}
 	want := exp[s.Delivered]
 	if f.Env == nil {
 		return fmt.Errorf("the stream delivered a negotiation.decided frame whose data is not a JSON object where the model expects %s: %s", want, clip(f.Data))
 	}
 	if f.Workspace != want.Workspace {
-		return fmt.Errorf("the stream delivered %s where the model expects %s: %s", m.describe(s, f), want, clip(f.Data))
+		return fmt.Errorf("%w: the stream delivered %s where the model expects %s: %s", ErrUnexpected, m.describe(s, f), want, clip(f.Data))
 	}
 	if err := m.shape(want, f); err != nil {
 		return fmt.Errorf("%s: %v: %s", want, err, clip(f.Data))

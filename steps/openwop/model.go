@@ -122,7 +122,7 @@ func runModel(ctx context.Context) error {
 		return err
 	}
 	d := &driver{ctx: ctx, w: w, s: s, cfg: cfg}
-	res, err := models.Check(models.Options{Settings: settings, Steps: 14}, d.sequence)
+	res, err := models.Check(models.Options{Settings: settings, Steps: 14, ShrinkTime: 10 * time.Second}, d.sequence)
 	if err != nil {
 		return steps.Fault("%v", err)
 	}
@@ -148,7 +148,7 @@ func (d *driver) failure(res models.Result, settings models.Settings) string {
 	for i, op := range d.lastFail.trace {
 		fmt.Fprintf(&b, "  %d. %s\n", i+1, op)
 	}
-	fmt.Fprintf(&b, "seed %d (run budget %d)\n", res.Seed, settings.Budget)
+	fmt.Fprintf(&b, "seed %d (run budget %d; %d sequences run, shrinking included)\n", res.Seed, settings.Budget, d.seq)
 	fmt.Fprintf(&b, "replay: parley run --tags '@req:%s' --model-seed %d --model-budget 1 (with this run's target flags)", ModelID, res.Seed)
 	return b.String()
 }
@@ -182,7 +182,7 @@ type seqState struct {
 func (d *driver) stop(t *rapid.T, err error) {
 	var f *steps.Failure
 	if errors.As(err, &f) {
-		d.fail(t, "%s", f.Msg)
+		d.fail(t, failAnswer, "%s", f.Msg)
 	}
 	d.mu.Lock()
 	if d.abort == nil {
@@ -192,14 +192,30 @@ func (d *driver) stop(t *rapid.T, err error) {
 	t.Skip("aborted: ", err)
 }
 
-func (d *driver) fail(t *rapid.T, format string, a ...any) {
+// The kinds of disagreement. rapid keeps a shrunk sequence only when it
+// fails as the original did, by message and by stack, so a sequence fails
+// with its kind alone, always from one place (sequence); the full account
+// is kept aside for the row.
+const (
+	failAnswer     = "an answer the model does not allow"
+	failUnexpected = "a stream delivered a record the model does not expect there"
+	failShort      = "a stream fell short of the records the model expects"
+	failShape      = "a record is not the one the model expects"
+	failEnded      = "a stream ended"
+)
+
+// disagreement carries a failure's kind from where it is found to the one
+// place a sequence fails from.
+type disagreement struct{ kind string }
+
+func (d *driver) fail(_ *rapid.T, kind, format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
 	d.mu.Lock()
 	d.failed = true
 	d.lastFail.trace = append([]string(nil), d.trace...)
 	d.lastFail.msg = msg
 	d.mu.Unlock()
-	t.Fatalf("%s", msg)
+	panic(disagreement{kind})
 }
 
 func (d *driver) op(t *rapid.T, format string, a ...any) {
@@ -215,9 +231,22 @@ func (d *driver) sequence(t *rapid.T) {
 	}
 	d.trace = nil
 	d.seq++
+	defer func() {
+		if r := recover(); r != nil {
+			if k, ok := r.(disagreement); ok {
+				t.Fatalf("%s", k.kind)
+			}
+			panic(r)
+		}
+	}()
 	q := &seqState{m: hostevents.New(d.cfg), streams: map[int]*tenantStream{}}
 	for i := range q.tenants {
 		name, err := modelTenant(d.ctx, fmt.Sprintf("model-%d-%d", d.seq, i))
+		if err != nil && d.failed {
+			// Shrinking spent the roster: the smallest failing sequence
+			// found so far stands.
+			t.Skip("no fresh tenant left to shrink with")
+		}
 		if err != nil {
 			d.stop(t, err)
 		}
@@ -323,11 +352,11 @@ func (d *driver) exchange(t *rapid.T, q *seqState, tenant int, protocol, form, n
 		got = hostevents.Answer{Accepted: true, Version: x.version}
 	default:
 		d.op(t, "%s %s %s: answered %s", who, how, namedText, x.detail())
-		d.fail(t, "%s %s %s, and the host answered neither an acceptance nor a refusal: %s", who, how, namedText, x.detail())
+		d.fail(t, failAnswer, "%s %s %s, and the host answered neither an acceptance nor a refusal: %s", who, how, namedText, x.detail())
 	}
 	d.op(t, "%s %s %s: %s", who, how, namedText, got)
 	if err := q.m.Exchange(hostevents.Exchange{Tenant: tenant, Protocol: protocol, Named: named, Workspace: ws}, got); err != nil {
-		d.fail(t, "%s %s %s: %v (%s)", who, how, namedText, err, x.detail())
+		d.fail(t, failAnswer, "%s %s %s: %v (%s)", who, how, namedText, err, x.detail())
 	}
 	d.checked++
 }
@@ -376,10 +405,10 @@ func (d *driver) sync(t *rapid.T, q *seqState) {
 			f, err := ts.s.Next(max(left, time.Millisecond))
 			if errors.Is(err, sse.ErrTimeout) || left <= 0 {
 				next := q.m.Expected(sub)[sub.Delivered]
-				d.fail(t, "within %s, tenant %d's stream %d delivered %d of the %d records the model expects of it; the next one, %s, never came", wait, sub.Tenant, sub.ID, sub.Delivered, len(q.m.Expected(sub)), next)
+				d.fail(t, failShort, "within %s, tenant %d's stream %d delivered %d of the %d records the model expects of it; the next one, %s, never came", wait, sub.Tenant, sub.ID, sub.Delivered, len(q.m.Expected(sub)), next)
 			}
 			if err != nil {
-				d.fail(t, "tenant %d's stream %d ended: %v", sub.Tenant, sub.ID, err)
+				d.fail(t, failEnded, "tenant %d's stream %d ended: %v", sub.Tenant, sub.ID, err)
 			}
 			r := parseFrame(f)
 			obs := *ts.sub
@@ -390,7 +419,11 @@ func (d *driver) sync(t *rapid.T, q *seqState) {
 			}
 			ws, _ := r.env["workspaceId"].(string)
 			if err := q.m.Deliver(sub, hostevents.Frame{Event: f.Event, ID: f.ID, HasID: f.HasID, Data: f.Data, Env: r.env, Workspace: ws}); err != nil {
-				d.fail(t, "tenant %d's stream %d: %v", sub.Tenant, sub.ID, err)
+				kind := failShape
+				if errors.Is(err, hostevents.ErrUnexpected) {
+					kind = failUnexpected
+				}
+				d.fail(t, kind, "tenant %d's stream %d: %v", sub.Tenant, sub.ID, err)
 			}
 			d.checked++
 		}
