@@ -17,7 +17,7 @@ import (
 // record a stream carried (by eventId).
 type exchangeLog struct {
 	mu      sync.Mutex
-	order   []logged // kept for rules that need the host's order of exchanges
+	order   []logged             // kept for rules that need the host's order of exchanges
 	pos     map[string]int       // workspace -> place in order
 	opened  map[*Exchange]int    // stream -> len(order) when it opened
 	wsOf    map[string]string    // eventId -> workspace
