@@ -132,3 +132,66 @@ func between(s, from, to string) string {
 	}
 	return s
 }
+
+// TestModelIdsFailAgainstTheirRules runs every model id's rules (the matrix
+// test runs them too, with everything else): each must fail its id.
+func TestModelIdsFailAgainstTheirRules(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the model ids against their sabotaged hosts")
+	}
+	reg, corpus := load(t)
+	for _, rule := range sabotage.Rules() {
+		if !strings.Contains(rule.ID, ".model.") {
+			continue
+		}
+		t.Run(rule.Key(), func(t *testing.T) {
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + rule.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, rule.ID)
+			if row == nil || row.Result != verdict.ExecutedFail {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, rule.ID, row)
+			}
+			t.Logf("%s", row.Detail)
+		})
+	}
+}
+
+// TestPermitModelCatchesWhatHandWrittenScenariosMiss: against a host whose
+// permit reads come from a cache never invalidated, every hand-written
+// agl-core scenario passes (each reads a permit at most once after the
+// change it checks), and the permit model's history is not linearizable.
+func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the agl-core scenarios against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "agl.model.permit-claims"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#stale-reads" {
+			rule = r
+		}
+	}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agl-core && ~@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+		}
+	}
+	res, err = runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
+	}
+}
