@@ -195,3 +195,36 @@ func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
 	}
 }
+
+// TestDecisionsModelCatchesWhatHandWrittenScenariosMiss: against a host
+// whose repair budgets reset when a session gets a pass, every hand-written
+// ContractRefine scenario passes (their repair ladders never meet a pass in
+// the same session), and the decisions model fails with the four operations
+// that show it.
+func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the ContractRefine scenarios against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "contractrefine.model.decisions"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#budget-reset-by-pass" {
+			rule = r
+		}
+	}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:contractrefine-preflight,@profile:contractrefine-parley-binding"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if row.ID != id && row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+		}
+	}
+	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "minimal sequence") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
+	}
+}
