@@ -45,7 +45,6 @@ type Settings struct {
 var (
 	setMu sync.Mutex
 	set   Settings
-	fixed bool
 )
 
 // Configure sets the run's model settings (the CLI's --model-seed and
@@ -53,7 +52,7 @@ var (
 func Configure(s Settings) {
 	setMu.Lock()
 	defer setMu.Unlock()
-	set, fixed = s, true
+	set = s
 }
 
 // Current returns the settings in force: what Configure set, else the

@@ -70,7 +70,8 @@ func registerModel(c *steps.Catalog) {
 		if v != "" {
 			return w.Assert(false, "%s", v)
 		}
-		return w.Assert(true, "")
+		n, _ := w.Get("decisions-model-checked")
+		return w.Assert(n != "" && n != "0", "the model checked no answer of the host")
 	})
 }
 
@@ -120,6 +121,7 @@ func runDecisionsModel(ctx context.Context) error {
 		detail = b.String()
 	}
 	w.Set("decisions-model", detail)
+	w.Set("decisions-model-checked", fmt.Sprint(d.checked))
 	return nil
 }
 
