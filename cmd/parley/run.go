@@ -18,6 +18,7 @@ import (
 	"github.com/parley-conformance/parley/certify"
 	"github.com/parley-conformance/parley/evidence"
 	"github.com/parley-conformance/parley/fixtures"
+	"github.com/parley-conformance/parley/models"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/schemas"
@@ -48,6 +49,8 @@ type runFlags struct {
 	fixturesDir  string
 	hostsFile    string
 	caFile       string
+	modelSeed    uint64
+	modelBudget  int
 }
 
 func newRunCmd() *cobra.Command {
@@ -77,6 +80,10 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 				return err
 			}
 			softHeapLimit()
+			if f.modelBudget < 0 {
+				return usage("--model-budget must be at least 1")
+			}
+			models.Configure(models.Settings{Seed: f.modelSeed, Budget: f.modelBudget})
 			return run(cmd.Context(), f, cmd.ErrOrStderr(), cmd.OutOrStdout())
 		},
 	}
@@ -104,6 +111,8 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 	fl.StringVar(&f.fixturesDir, "fixtures", "", "the fixture set `dir` the hosts were deployed from (written by parley fixtures --out DIR)")
 	fl.StringVar(&f.hostsFile, "hosts", "", "`HOSTS.json`: each fixture name mapped to the ready line of the host running it (target url, with --fixtures)")
 	fl.StringVar(&f.caFile, "ca", "", "`file` of PEM certificates to trust besides the fixture set's CA (a deployed host's own TLS certificate)")
+	fl.Uint64Var(&f.modelSeed, "model-seed", 0, "seed of the model-based requirements' random sequences (default: random; a failing row prints the seed that replays it)")
+	fl.IntVar(&f.modelBudget, "model-budget", 0, fmt.Sprintf("sequences each model-based requirement runs (default %d; raise it for long runs, see docs/models.md)", models.DefaultBudget))
 	return c
 }
 

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/fixtures"
@@ -45,6 +46,7 @@ func Register(c *steps.Catalog) {
 	registerRuntime(c)
 	registerChecker(c)    // the workflow checker, checker.go
 	registerInterfaces(c) // receipts, repeats and contract interfaces, interface.go
+	registerModel(c)      // the permit model, model.go
 }
 
 // destination is a fake destination account the scenario leased from its
@@ -165,8 +167,10 @@ type actor struct {
 
 // state is one scenario's AGL state.
 type state struct {
-	mu   sync.Mutex
-	keys keys
+	mu sync.Mutex
+	// history is the calls of the permit model's clients (model.go).
+	history []porcupine.Operation
+	keys    keys
 	// id makes the scenario's names its own on a host other scenarios
 	// share: its contracts' qualified names end in it.
 	id                           string
