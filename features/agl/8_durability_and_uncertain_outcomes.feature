@@ -437,3 +437,46 @@ Feature: Durable operations and uncertain outcomes
     And the draft is "FailedNoEffect"
     When the resolver records that a human established the operation had an effect
     Then the response is refused with status 409 and code "not_awaiting_reconciliation"
+
+  # Section 8 (with 6.3): revocation stops new attempts; settling an
+  # operation that already went out reads a historical receipt, which stays
+  # legal. Both reconciliation mechanisms, after each kind of revocation.
+  @req:agl.durability.reconcile-after-revocation @profile:agl-operation-store @fixture:agl-core
+  Scenario Outline: Revoking the permit or the grant does not stop the reconciliation of an earlier send
+    Given an AGL host with a fake email destination the suite counts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    Then the operation is "Unknown" and awaits reconciliation
+    When <revocation>
+    And <reconciliation>
+    Then the response status is 200
+    And the operation is "ReconciledCompleted"
+    And the reconciliation records method "<method>" and <evidence>
+    And the draft is "Sent"
+    And the destination received exactly one message
+
+    Examples:
+      | revocation                                              | reconciliation                                                              | method          | evidence                      |
+      | the resolver revokes the permit                         | the operator reconciles the operation by asking the destination             | receiver_lookup | the destination's message id  |
+      | the authorization service revokes the principal's grant | the operator reconciles the operation by asking the destination             | receiver_lookup | the destination's message id  |
+      | the resolver revokes the permit                         | the resolver records that a human established the operation had an effect   | human           | the actor                     |
+
+  # Section 12 lists the attempt among what an audit record carries, and
+  # section 8 lets a host retry: every attempt after the first leaves its
+  # own retry record with its number. A host that never retries has no
+  # extra attempt to record (its operation says 1 attempt).
+  @req:agl.audit.retry-attempts @profile:agl-operation-store @fixture:agl-core
+  Scenario Outline: Every extra attempt leaves a retry audit record carrying its attempt number
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to <max> attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next <failures> messages
+    When the agent dispatches the approved send
+    Then the operation's audit trail holds one retry record for each attempt the operation made after the first, numbered from 2, and its claim record says attempt 1
+
+    Examples:
+      | max | failures |
+      | 2   | 1        |
+      | 3   | 2        |
+      | 3   | 5        |

@@ -794,6 +794,44 @@ func registerChecks(c *steps.Catalog) {
 		}
 		return w.Assert(len(recs) >= 5, "the operation's audit trail has only %d records", len(recs))
 	})
+	c.Then(`^the operation's audit trail holds one retry record for each attempt the operation made after the first, numbered from 2, and its claim record says attempt 1$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(steps.Text(m["attempt"]))
+		if err := w.Assert(err == nil && n >= 1, "the operation says it made %v attempt(s)", m["attempt"]); err != nil {
+			return err
+		}
+		// The attempts the operation reports are the ones the destination
+		// was asked for: the count the audit is held to is the wire's.
+		w.Observe(nil)
+		if err := w.Assert(len(s.mail.sends()) == n, "the destination was sent %d request(s), the operation says it made %d attempt(s)", len(s.mail.sends()), n); err != nil {
+			return err
+		}
+		recs, r, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		if err := w.ExpectSchema("agl/audit-page.json", r.Body); err != nil {
+			return err
+		}
+		claims := events(recs, "claimed")
+		if err := w.Assert(len(claims) == 1 && steps.Text(claims[0]["attempt"]) == "1", "want one claim record with attempt 1: %v", claims); err != nil {
+			return err
+		}
+		var got []string
+		for _, rec := range events(recs, "retry") {
+			got = append(got, steps.Text(rec["attempt"]))
+		}
+		var want []string
+		for k := 2; k <= n; k++ {
+			want = append(want, strconv.Itoa(k))
+		}
+		w.Note("the operation made %d attempt(s); retry records carry attempts %v", n, got)
+		return w.Assert(slices.Equal(got, want), "the operation made %d attempt(s), so its trail should hold retry records with attempts %v in order; it holds %v", n, want, got)
+	})
 	c.Then(`^it names the execution id, the operation id, the principal and the proposal digest in every record$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		if len(s.props) == 0 || len(s.audit) == 0 {
