@@ -56,6 +56,16 @@ func agl24Revoked(op string) bool {
 
 var agl24Rules = []Rule{
 	{
+		ID:      "agl.dispatch.admission-rechecks-authority",
+		Variant: "expiry-not-rechecked",
+		Broken:  "checks the permit's expiry before it waits for capacity and not again after: a permit that expired during the wait still dispatches",
+		Response: func(x *Exchange, r *Response) {
+			if aglDispatch(x) && aglStep(r) == 6 {
+				aglDispatchAnyway("permit_expired")(x, r)
+			}
+		},
+	},
+	{
 		ID:     "agl.durability.reconcile-after-revocation",
 		Broken: "refuses to reconcile an operation once its permit or its principal's grant is revoked: revocation blocks reading the historical receipt",
 		Intercept: func(x *Exchange) *Response {
