@@ -480,3 +480,4 @@ Feature: Durable operations and uncertain outcomes
       | 2   | 1        |
       | 3   | 2        |
       | 3   | 5        |
+
