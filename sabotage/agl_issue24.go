@@ -56,6 +56,15 @@ func agl24Revoked(op string) bool {
 
 var agl24Rules = []Rule{
 	{
+		ID:     "agl.dispatch.admission-wait-expires",
+		Broken: "when the wait for a slot runs out, dispatches anyway beyond the account's capacity",
+		Response: func(x *Exchange, r *Response) {
+			if aglDispatch(x) && aglStep(r) == 6 {
+				aglDispatchAnyway("capacity_unavailable")(x, r)
+			}
+		},
+	},
+	{
 		ID:      "agl.dispatch.admission-rechecks-authority",
 		Variant: "expiry-not-rechecked",
 		Broken:  "checks the permit's expiry before it waits for capacity and not again after: a permit that expired during the wait still dispatches",

@@ -226,6 +226,32 @@ func registerAdmission(c *steps.Catalog) {
 		return w.Assert(steps.Text(m["in_use"]) == "0" && steps.Text(m["waiting"]) == "0" && len(res) == 0,
 			"with nothing in flight the host holds %v slot(s) of account %s, has %v waiting and reserves %v", m["in_use"], s.mail.account, m["waiting"], res)
 	})
+	c.Then(`^the host soon holds no admission slot for the account$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		var last map[string]any
+		err := poll("the host still holds a slot of the account or has a dispatch waiting", func() (bool, error) {
+			m, err := s.admissionState(ctx)
+			last = m
+			return err == nil && steps.Text(m["in_use"]) == "0" && steps.Text(m["waiting"]) == "0", err
+		})
+		if err != nil {
+			return err
+		}
+		return w.Assert(last != nil, "no admission figures were read")
+	})
+	c.Then(`^the destination was sent only dispatch "([^"]*)"'s message$`, func(ctx context.Context, name string) error {
+		s, w := st(ctx), steps.From(ctx)
+		n, ok := s.named[name]
+		if !ok || n.opID == "" {
+			return steps.Fault("no dispatch named %q with an operation", name)
+		}
+		w.Observe(nil)
+		sent := s.mail.sends()
+		if err := w.Assert(len(sent) == 1, "the destination was asked for %d send(s), want only dispatch %q's", len(sent), name); err != nil {
+			return err
+		}
+		return w.Assert(sent[0].operation == n.opID, "the destination was asked to send operation %q, want dispatch %q's %q", sent[0].operation, name, n.opID)
+	})
 	c.When(`^the agent dispatches the approved send (\d+) times, one after another$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
 		s.results = nil
