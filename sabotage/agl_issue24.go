@@ -56,6 +56,11 @@ func agl24Revoked(op string) bool {
 
 var agl24Rules = []Rule{
 	{
+		ID:       "agl.recovery.authority-rechecked",
+		Broken:   "resends an interrupted deduplicated send on recovery without looking at its permit or grant: a revocation while it was claimed does not stop the resend",
+		Response: aglResumeUnchecked,
+	},
+	{
 		ID:     "agl.dispatch.admission-wait-expires",
 		Broken: "when the wait for a slot runs out, dispatches anyway beyond the account's capacity",
 		Response: func(x *Exchange, r *Response) {

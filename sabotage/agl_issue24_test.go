@@ -22,7 +22,7 @@ func TestIssue24Rules(t *testing.T) {
 		t.Skip("runs the issue's scenarios against sabotaged hosts")
 	}
 	reg, corpus := load(t)
-	ids := []string{"agl.dispatch.admission-wait-expires", "agl.durability.reconcile-after-revocation", "agl.audit.retry-attempts", "agl.dispatch.admission-rechecks-authority"}
+	ids := []string{"agl.dispatch.admission-wait-expires", "agl.durability.reconcile-after-revocation", "agl.audit.retry-attempts", "agl.dispatch.admission-rechecks-authority", "agl.recovery.authority-rechecked", "agl.recovery.resumes-deduplicated-send"}
 	run := func(r sabotage.Rule, id string) *runner.Result {
 		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: r}
 		defer tgt.Close()

@@ -372,6 +372,8 @@ Feature: Durable operations and uncertain outcomes
       | while it is claimed                                                                | state               | settled                                                                                        | effects             |
       | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
       | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
+      | the resolver revokes the permit                                                    | Unknown             | the audit trail of the operation soon says recovery stopped on "permit_revoked"                | no message          |
+      | the authorization service revokes the principal's grant                            | Unknown             | the audit trail of the operation soon says recovery stopped on "grant_revoked"                 | no message          |
 
   @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
@@ -481,3 +483,29 @@ Feature: Durable operations and uncertain outcomes
       | 3   | 2        |
       | 3   | 5        |
 
+  # Section 6.3: a further attempt needs current authorization, and the MVP
+  # stops when authority is revoked before it. A resend by recovery is such
+  # an attempt: after a revocation while the send was claimed, recovery
+  # sends nothing and the operation stays Unknown for reconciliation. A host
+  # whose recovery never resends meets it; the audit record of the stop is
+  # parley's binding (agl.recovery.resumes-deduplicated-send).
+  @req:agl.recovery.authority-rechecked @profile:agl-operation-store @fixture:agl-store
+  Scenario Outline: Recovery sends nothing for a claimed send whose authority was revoked
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And <revocation>
+    And the host crashes and is started again
+    Then the host soon reports the operation "Unknown"
+    And the destination received no message
+
+    Examples:
+      | revocation                                              |
+      | the resolver revokes the permit                         |
+      | the authorization service revokes the principal's grant |
