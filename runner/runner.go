@@ -555,8 +555,20 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 // classify turns how a scenario ended into a verdict. The verdict's type
 // comes from the Go value a step ended with (steps.Outcome), never from the
 // text of an error; every detail is redacted of the scenario's secrets.
-func classify(w *steps.World, err error) ScenarioResult {
-	r := ScenarioResult{Assertions: w.Assertions()}
+func classify(w *steps.World, err error) (r ScenarioResult) {
+	r = ScenarioResult{Assertions: w.Assertions()}
+	notes := strings.Join(w.Notes(), "; ")
+	defer func() {
+		// What the scenario noted (World.Note) reaches its detail whatever
+		// its verdict: a pass carries it alone.
+		switch {
+		case notes == "":
+		case r.Detail == "":
+			r.Detail = w.Redact(notes)
+		default:
+			r.Detail += " (noted: " + w.Redact(notes) + ")"
+		}
+	}()
 	if o := w.Outcome(); o != nil {
 		r.Result, r.Cause, r.ReliesOn, r.Detail = o.Verdict, o.Cause, o.ReliesOn, w.Redact(o.Detail)
 		r.Exchange = exchange(w, o.Exchange)

@@ -74,6 +74,7 @@ type World struct {
 	current      *target.Host
 	restarts     []func(*target.Host)
 	facts        map[string]map[string]bool
+	notes        []string
 	cleanups     []func()
 	held         []target.Config // configurations acquired, released when the scenario is recorded
 	needs        []string        // optional fixture members the scenario needs
@@ -349,6 +350,23 @@ func (w *World) Fact(key, value string) {
 		w.facts[key] = map[string]bool{}
 	}
 	w.facts[key][value] = true
+}
+
+// Note records what a scenario observed that a reader of the evidence
+// should see even when it passes (how many trials a contention check ran,
+// what they showed): the notes become the scenario's detail, and a passing
+// requirement row carries the details of its scenarios.
+func (w *World) Note(format string, a ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.notes = append(w.notes, w.secrets.Text(fmt.Sprintf(format, a...)))
+}
+
+// Notes returns what the scenario recorded with Note, in order.
+func (w *World) Notes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.notes...)
 }
 
 // Facts returns what the scenario recorded with Fact.

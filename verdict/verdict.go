@@ -134,7 +134,8 @@ type Row struct {
 
 // Fold sets a row's result, assertions, cause and detail from its
 // scenarios: the worst verdict wins, and the first scenario with it (in
-// file order) gives the cause, the detail and the exchange.
+// file order) gives the cause, the detail and the exchange. A pass's
+// detail is what its scenarios noted, each under its scenario.
 func (r *Row) Fold() {
 	r.Result, r.Assertions, r.Cause, r.ReliesOn, r.Detail, r.Exchange = Inapplicable, 0, "", nil, "", nil
 	if len(r.Scenarios) == 0 {
@@ -145,6 +146,15 @@ func (r *Row) Fold() {
 		r.Result = Worst(r.Result, s.Result)
 	}
 	if r.Result == ExecutedPass {
+		// A pass carries what its scenarios noted (trial counts, what
+		// they observed), each under the scenario that noted it.
+		var notes []string
+		for _, s := range r.Scenarios {
+			if s.Detail != "" {
+				notes = append(notes, fmt.Sprintf("%s:%d %s: %s", s.URI, s.Line, s.Name, s.Detail))
+			}
+		}
+		r.Detail = strings.Join(notes, "\n")
 		return
 	}
 	for _, s := range r.Scenarios {

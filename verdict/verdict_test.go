@@ -85,3 +85,23 @@ func TestGroupByGist(t *testing.T) {
 		t.Errorf("gist %q", g[0].Gist)
 	}
 }
+
+// A passing row carries what its scenarios noted (a contention check's
+// rounds and answers), each under its scenario; scenarios that noted
+// nothing add nothing.
+func TestAPassingRowCarriesItsScenariosNotes(t *testing.T) {
+	r := Row{ID: "a.b.c", Scenarios: []ScenarioResult{
+		{URI: "f.feature", Line: 3, Name: "one", Result: ExecutedPass, Assertions: 2, Detail: "24 rounds"},
+		{URI: "f.feature", Line: 9, Name: "two", Result: ExecutedPass, Assertions: 1},
+		{URI: "f.feature", Line: 12, Name: "three", Result: ExecutedPass, Assertions: 1, Detail: "1 round"},
+	}}
+	r.Fold()
+	if r.Result != ExecutedPass || r.Detail != "f.feature:3 one: 24 rounds\nf.feature:12 three: 1 round" {
+		t.Fatalf("folded %+v", r)
+	}
+	r.Scenarios = r.Scenarios[1:2]
+	r.Fold()
+	if r.Detail != "" {
+		t.Fatalf("a pass without notes has detail %q", r.Detail)
+	}
+}

@@ -223,6 +223,8 @@ type state struct {
 	async         chan asyncResult
 	results       []*steps.Response
 	editResult    *steps.Response
+	race          *contention // how the scenario races contenders
+	lastTo        string      // the recipient of the last approved send
 	audit         []map[string]any
 
 	legacyArgs map[string]any       // the arguments of the last legacy call
