@@ -157,11 +157,24 @@ func (h *Host) resume(o *operationRow) {
 		return // nothing may be retried: it waits for reconciliation
 	}
 	stop := func(code, detail string) {
-		h.st.tx(ctx, func(tx *sql.Tx) error {
-			return h.audit(tx, auditRecord{Event: "recovery_stopped", ExecutionID: o.ExecutionID, OperationID: o.ID, QualifiedName: o.QualifiedName,
-				Principal: o.Principal, AgentID: o.AgentID, ProposalID: o.ProposalID, ProposalDigest: o.SnapshotDigest, PermitID: o.PermitID,
-				ContractFingerprint: c.Fingerprint, PolicyFingerprint: h.policyFP, Attempt: o.Attempt, Outcome: "Unknown", DenialCode: code, Detail: detail})
-		})
+		// The record is the only trace of why recovery stopped, so a write
+		// lost to a busy store is tried again until the deadline.
+		for {
+			err := h.st.tx(ctx, func(tx *sql.Tx) error {
+				return h.audit(tx, auditRecord{Event: "recovery_stopped", ExecutionID: o.ExecutionID, OperationID: o.ID, QualifiedName: o.QualifiedName,
+					Principal: o.Principal, AgentID: o.AgentID, ProposalID: o.ProposalID, ProposalDigest: o.SnapshotDigest, PermitID: o.PermitID,
+					ContractFingerprint: c.Fingerprint, PolicyFingerprint: h.policyFP, Attempt: o.Attempt, Outcome: "Unknown", DenialCode: code, Detail: detail})
+			})
+			if err == nil {
+				break
+			}
+			h.log.Error("agl: could not record that recovery stopped; trying again", "operation", o.ID, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 		h.log.Warn("agl: recovery stopped; the operation waits for reconciliation", "operation", o.ID, "code", code, "detail", detail)
 	}
 	canon, _ := p.Snapshot["canon_version"].(string)
