@@ -3,10 +3,12 @@ module github.com/parley-conformance/parley
 go 1.26.8
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/cucumber/gherkin/go/v42 v42.0.0
 	github.com/cucumber/godog v0.16.0
 	github.com/cucumber/messages/go/v34 v34.2.0
 	github.com/google/uuid v1.6.0
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/mattn/go-isatty v0.0.24
 	github.com/moby/moby/api v1.56.1
 	github.com/pelletier/go-toml/v2 v2.4.3
@@ -20,6 +22,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 	lukechampine.com/blake3 v1.4.1
 	modernc.org/sqlite v1.62.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

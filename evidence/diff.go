@@ -19,6 +19,42 @@ type Change struct {
 	OldDetail string
 	NewDetail string
 	NewCause  string
+	// NewGist is how the new row ended, without what differs between
+	// scenarios that ended alike (verdict.Gist); NewReliesOn names the
+	// requirements a failed precondition relied on.
+	NewGist     string
+	NewReliesOn []string
+}
+
+// ChangeGroup is changes that ended alike in the new bundle: one verdict,
+// one cause and one root (the requirements a failed precondition relied
+// on, or the gist of the detail).
+type ChangeGroup struct {
+	New, Cause, Root string
+	Changes          []Change
+}
+
+// Groups groups changes by root cause, largest group first, then in the
+// order given.
+func Groups(cs []Change) []ChangeGroup {
+	var out []ChangeGroup
+	at := map[string]int{}
+	for _, c := range cs {
+		root := c.NewGist
+		if len(c.NewReliesOn) > 0 {
+			root = "a setup relying on " + strings.Join(c.NewReliesOn, ", ") + " failed"
+		}
+		k := c.New + "\x00" + c.NewCause + "\x00" + root
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, ChangeGroup{New: c.New, Cause: c.NewCause, Root: root})
+		}
+		out[i].Changes = append(out[i].Changes, c)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].Changes) > len(out[j].Changes) })
+	return out
 }
 
 // Side names one bundle of a diff.
@@ -38,8 +74,8 @@ type Diff struct {
 	Regressed []Change
 	// NewlyPassing now passes and did not.
 	NewlyPassing []Change
-	// NewlyBlocked is now blocked and was not (when it was passing, it is
-	// also a regression).
+	// NewlyBlocked is now blocked and was not, and did not regress: a
+	// pass that is now blocked is listed once, as regressed.
 	NewlyBlocked []Change
 	// Other lists every other change (into or out of skipped, a failure
 	// that is now blocked).
@@ -82,7 +118,8 @@ func Compare(old, new Statement, allowRegistryChange bool) (Diff, error) {
 		if o.Result == n.Result {
 			continue
 		}
-		c := Change{ID: n.ID, Old: o.Result, New: n.Result, OldDetail: o.Detail, NewDetail: n.Detail, NewCause: n.Cause}
+		c := Change{ID: n.ID, Old: o.Result, New: n.Result, OldDetail: o.Detail, NewDetail: n.Detail, NewCause: n.Cause,
+			NewGist: verdict.Gist(n.ScenarioDetail()), NewReliesOn: n.ReliesOn}
 		classified := false
 		if n.Result != verdict.Skipped && o.Result != verdict.Skipped && verdict.Severity(n.Result) > verdict.Severity(o.Result) {
 			d.Regressed = append(d.Regressed, c)
@@ -92,7 +129,7 @@ func Compare(old, new Statement, allowRegistryChange bool) (Diff, error) {
 			d.NewlyPassing = append(d.NewlyPassing, c)
 			classified = true
 		}
-		if n.Result == verdict.Blocked {
+		if n.Result == verdict.Blocked && !classified {
 			d.NewlyBlocked = append(d.NewlyBlocked, c)
 			classified = true
 		}
@@ -137,10 +174,30 @@ func (d Diff) WriteText(w io.Writer) error {
 	}
 	section := func(title string, cs []Change, detail bool) {
 		fmt.Fprintf(&b, "\n%s: %d\n", title, len(cs))
-		for _, c := range cs {
-			fmt.Fprintf(&b, "  %-60s %s -> %s\n", c.ID, c.Old, c.New)
-			if detail && c.NewDetail != "" {
-				fmt.Fprintf(&b, "  %60s %s\n", "", firstLine(c.NewDetail))
+		if !detail {
+			for _, c := range cs {
+				fmt.Fprintf(&b, "  %-60s %s -> %s\n", c.ID, c.Old, c.New)
+			}
+			return
+		}
+		// Grouped by root cause: a reader fixes each once.
+		for _, g := range Groups(cs) {
+			what := g.New
+			if g.Cause != "" {
+				what += " (" + g.Cause + ")"
+			}
+			root, _, _ := strings.Cut(g.Root, "\n")
+			if len(g.Changes) == 1 {
+				c := g.Changes[0]
+				fmt.Fprintf(&b, "  %-60s %s -> %s\n", c.ID, c.Old, what)
+				if c.NewDetail != "" {
+					fmt.Fprintf(&b, "  %60s %s\n", "", firstLine(c.NewDetail))
+				}
+				continue
+			}
+			fmt.Fprintf(&b, "  %d now %s, one cause: %s\n", len(g.Changes), what, root)
+			for _, c := range g.Changes {
+				fmt.Fprintf(&b, "    %-58s %s -> %s\n", c.ID, c.Old, c.New)
 			}
 		}
 	}
@@ -159,7 +216,7 @@ var diffTemplate string
 
 // RenderDiffHTML writes the diff as a page a person can read.
 func RenderDiffHTML(w io.Writer, d Diff) error {
-	t, err := template.New("diff").Parse(diffTemplate)
+	t, err := template.New("diff").Funcs(template.FuncMap{"groups": Groups}).Parse(diffTemplate)
 	if err != nil {
 		return err
 	}

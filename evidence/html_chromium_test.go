@@ -25,6 +25,9 @@ const firstScreen = `<script>
   var seen = function (el) { if (!el) return false; var r = el.getBoundingClientRect(); return r.height > 0 && r.top < window.innerHeight; };
   var out = {
     title: document.title,
+    banner: (document.querySelector('#banner') || {}).textContent || '',
+    bannerOnFirstScreen: seen(document.querySelector('#banner .headline')),
+    failShare: (function () { var s = document.querySelector('.bar .s-executed-fail'); return s ? s.getBoundingClientRect().width : 0; })(),
     rootsOnFirstScreen: seen(document.querySelector('.roots')),
     failOnFirstScreen: seen(document.querySelector('tr.r-executed-fail')),
     blockedOnFirstScreen: seen(document.querySelector('tr.r-blocked')),
@@ -48,7 +51,7 @@ func chromium(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no headless Chromium on this machine (Debian's chromium); .ci/run installs it")
+	t.Skip("skipped: no headless Chromium on this machine (looked for chromium, chromium-browser, google-chrome on PATH); install Debian's chromium (apt-get install chromium), as .ci/run does, to run this check")
 	return ""
 }
 
@@ -57,7 +60,8 @@ func chromium(t *testing.T) string {
 // headless Chromium at a laptop's window size: the first screen shows the
 // subject, the root cause and the failure; the unselected family is one
 // line; the failure shows the exchange that failed; the filter hides the
-// passes.
+// passes; the top of the page says NOT CERTIFIED and the strip shows the
+// failure's share.
 func TestAPersonSeesTheRootCauseFirst(t *testing.T) {
 	browser := chromium(t)
 	reg, err := scenarios.LoadRegistry()
@@ -103,7 +107,9 @@ func TestAPersonSeesTheRootCauseFirst(t *testing.T) {
 		t.Fatalf("the page did not run its check:\n%.500s", out)
 	}
 	var got struct {
-		Title                                              string
+		Title, Banner                                      string
+		BannerOnFirstScreen                                bool
+		FailShare                                          float64
 		RootsOnFirstScreen, FailOnFirstScreen              bool
 		BlockedOnFirstScreen, AgtpCollapsed, ExchangeShown bool
 		AgtpRows, PassRows, PassHidden                     int
@@ -114,6 +120,10 @@ func TestAPersonSeesTheRootCauseFirst(t *testing.T) {
 	switch {
 	case !strings.Contains(got.Title, "acme-host"):
 		t.Errorf("the title %q does not name the subject", got.Title)
+	case !strings.Contains(got.Banner, "NOT CERTIFIED") || !got.BannerOnFirstScreen:
+		t.Errorf("the first screen of a failing run does not say NOT CERTIFIED (banner %q)", got.Banner)
+	case got.FailShare <= 0:
+		t.Error("the strip shows no failing share")
 	case !got.RootsOnFirstScreen:
 		t.Error("the root cause is not on the first screen")
 	case !got.FailOnFirstScreen:

@@ -40,6 +40,7 @@ type junitSuite struct {
 type junitCase struct {
 	Name      string        `xml:"name,attr"`
 	Classname string        `xml:"classname,attr"`
+	Time      string        `xml:"time,attr"`
 	Failure   *junitMessage `xml:"failure,omitempty"`
 	Error     *junitMessage `xml:"error,omitempty"`
 	Skipped   *junitSkipped `xml:"skipped,omitempty"`
@@ -64,6 +65,7 @@ type junitMessage struct {
 func WriteJUnit(w io.Writer, st Statement) error {
 	p := st.Predicate
 	byFamily := map[string]*junitSuite{}
+	famTime := map[string]time.Duration{}
 	all := junitSuites{Name: "parley " + st.Subject[0].Name, Time: seconds(p.FinishedAt.Sub(p.StartedAt))}
 	for _, r := range p.Requirements {
 		fam, _, _ := strings.Cut(r.ID, ".")
@@ -72,7 +74,10 @@ func WriteJUnit(w io.Writer, st Statement) error {
 			s = &junitSuite{Name: fam, Time: "0", Timestamp: p.StartedAt.UTC().Format("2006-01-02T15:04:05")}
 			byFamily[fam] = s
 		}
-		c := junitCase{Name: r.ID, Classname: fam}
+		// A case's time is its scenarios' (a scenario witnessing several
+		// requirements counts for each); a family's is its cases'.
+		c := junitCase{Name: r.ID, Classname: fam, Time: seconds(r.Duration())}
+		famTime[fam] += r.Duration()
 		var out strings.Builder
 		for _, sc := range r.Scenarios {
 			fmt.Fprintf(&out, "%-13s %s:%d %s (%d assertions)\n", sc.Result, sc.URI, sc.Line, sc.Name, sc.Assertions)
@@ -109,6 +114,7 @@ func WriteJUnit(w io.Writer, st Statement) error {
 	sort.Strings(names)
 	for _, n := range names {
 		s := byFamily[n]
+		s.Time = seconds(famTime[n])
 		all.Tests += s.Tests
 		all.Failures += s.Failures
 		all.Errors += s.Errors

@@ -146,3 +146,23 @@ func contains(xs []string, x string) bool {
 	}
 	return false
 }
+
+// Each test case carries its scenarios' time, and each family the sum of
+// its cases'; a bundle without times (written before they were kept) reads
+// as zero.
+func TestJUnitCarriesPerCaseTimes(t *testing.T) {
+	subj := evidence.Subject{Name: "acme", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)}}
+	st := crafted(subj, verdict.Row{ID: "x.a", Result: verdict.ExecutedPass, Assertions: 1}, verdict.Row{ID: "x.b", Result: verdict.ExecutedPass, Assertions: 1},
+		verdict.Row{ID: "y.c", Result: verdict.ExecutedPass, Assertions: 1})
+	st.Predicate.Requirements[0].Scenarios[0].DurationMs = 1500
+	st.Predicate.Requirements[1].Scenarios[0].DurationMs = 250
+	var b bytes.Buffer
+	if err := evidence.WriteJUnit(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`<testcase name="x.a" classname="x" time="1.500">`, `<testcase name="x.b" classname="x" time="0.250">`, `<testcase name="y.c" classname="y" time="0.000">`, `name="x" tests="2" failures="0" errors="0" skipped="0" time="1.750"`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("junit.xml lacks %s:\n%s", want, b.String())
+		}
+	}
+}

@@ -61,7 +61,9 @@ func verify(bundle []byte, pub ed25519.PublicKey, reg *scenarios.Registry, corpu
 	}
 	_, payload, err := ev.VerifyAndDecode(context.Background(), &env)
 	if err != nil {
-		return nil, fmt.Errorf("the signature does not verify with the given key: %w", err)
+		// The envelope names the given key, so the key is right and what it
+		// signed is not what the envelope carries now.
+		return nil, fmt.Errorf("the payload changed after signing: the signature by the given key %s does not verify over the payload the envelope carries now (or the signature itself was changed)", KeyID(pub))
 	}
 	if base64.StdEncoding.EncodeToString(payload) != env.Payload {
 		return nil, errors.New("the payload is not canonical base64: it was changed after signing")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-conformance/parley/internal/lazyfs"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/target"
@@ -33,6 +34,10 @@ func TestRefhostPassesEveryRequirement(t *testing.T) {
 	t.Logf("seed %d (rerun in this order with PARLEY_SEED=%d go test ./runner; narrow with PARLEY_TAGS)", res.Seed, res.Seed)
 	for _, r := range res.Rows {
 		e, _ := reg.Lookup(r.ID)
+		if r.Result == verdict.Blocked && r.Cause == verdict.CauseTarget && lazyfs.Available() != nil && strings.HasSuffix(r.ID, ".power-cut") {
+			t.Logf("%s: blocked, FUSE is not usable on this machine: %s", r.ID, r.Detail)
+			continue
+		}
 		if r.Result != verdict.ExecutedPass && e.Scored() {
 			t.Errorf("%s: %s: %s", r.ID, r.Result, r.Detail)
 		}

@@ -378,6 +378,9 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		strays    []string
 		done      int
 		notPassed int
+		repeats   int
+		shown     = map[string]bool{}
+		began     = map[string]time.Time{}
 		total     = len(selected)
 	)
 	record := func(pickle *godog.Scenario, w *steps.World, err error) {
@@ -399,10 +402,23 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		}
 		r := classify(w, err)
 		r.URI, r.Line, r.Name, r.ReqIDs = s.URI, s.Line, s.Name, s.ReqIDs
+		if t0, ok := began[pickle.Id]; ok {
+			r.DurationMs = time.Since(t0).Milliseconds()
+		}
 		results = append(results, r)
 		done++
+		// A scenario that ended as one already shown did (every scenario
+		// of a host that never starts) gets no line of its own: the
+		// summary groups them under their cause.
+		repeat := false
 		if r.Result != verdict.ExecutedPass {
 			notPassed++
+			k := r.Result + "\x00" + r.Cause + "\x00" + verdict.Gist(r.Detail)
+			repeat = shown[k]
+			shown[k] = true
+			if repeat {
+				repeats++
+			}
 		}
 		what := r.Result
 		if r.Cause != "" {
@@ -411,15 +427,18 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 		switch {
 		case opt.Progress == nil:
 		case opt.Live:
-			if r.Result != verdict.ExecutedPass {
+			if r.Result != verdict.ExecutedPass && !repeat {
 				fmt.Fprintf(opt.Progress, "\r\033[K%-13s %s:%d %s\n", what, r.URI, r.Line, r.Name)
 			}
 			fmt.Fprintf(opt.Progress, "\r\033[K[%d/%d] %d not passed · %s", done, total, notPassed, clip(r.Name, 60))
 			if done == total {
 				fmt.Fprintln(opt.Progress)
 			}
-		default:
+		case !repeat:
 			fmt.Fprintf(opt.Progress, "[%*d/%d] %-13s %s:%d %s\n", len(fmt.Sprint(total)), done, total, what, r.URI, r.Line, r.Name)
+		}
+		if opt.Progress != nil && done == total && repeats > 0 {
+			fmt.Fprintf(opt.Progress, "%s more scenario(s) ended as one listed above did; the summary groups them by cause\n", fmt.Sprint(repeats))
 		}
 	}
 
@@ -461,6 +480,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 			sc.Before(func(ctx context.Context, pickle *godog.Scenario) (context.Context, error) {
 				mu.Lock()
 				s := byPickle[pickle.Id]
+				began[pickle.Id] = time.Now()
 				mu.Unlock()
 				w := steps.NewWorld(opt.Target, steps.Scenario{ReqIDs: s.ReqIDs, Preconditions: preconditions,
 					ID: pickle.Id, Fixture: s.Fixture, Exclusive: s.Exclusive, Fixtures: opt.Fixtures, Isolate: opt.Isolate})
@@ -535,8 +555,20 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 // classify turns how a scenario ended into a verdict. The verdict's type
 // comes from the Go value a step ended with (steps.Outcome), never from the
 // text of an error; every detail is redacted of the scenario's secrets.
-func classify(w *steps.World, err error) ScenarioResult {
-	r := ScenarioResult{Assertions: w.Assertions()}
+func classify(w *steps.World, err error) (r ScenarioResult) {
+	r = ScenarioResult{Assertions: w.Assertions()}
+	notes := strings.Join(w.Notes(), "; ")
+	defer func() {
+		// What the scenario noted (World.Note) reaches its detail whatever
+		// its verdict: a pass carries it alone.
+		switch {
+		case notes == "":
+		case r.Detail == "":
+			r.Detail = w.Redact(notes)
+		default:
+			r.Detail += " (noted: " + w.Redact(notes) + ")"
+		}
+	}()
 	if o := w.Outcome(); o != nil {
 		r.Result, r.Cause, r.ReliesOn, r.Detail = o.Verdict, o.Cause, o.ReliesOn, w.Redact(o.Detail)
 		r.Exchange = exchange(w, o.Exchange)

@@ -3,6 +3,7 @@ package sabotage_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -81,4 +82,96 @@ func TestContentionIsConstructed(t *testing.T) {
 		t.Logf("with the barrier: the host without a claim guard failed %d of %d runs", n, runs)
 	}
 	t.Logf("without the barrier (the same host, deaf to the seam): %d of %d runs", failures(deaf), runs)
+}
+
+// withoutSeams is the host of r without its test seams: every seam answers
+// 404, as a host started without them does.
+func withoutSeams(r sabotage.Rule) sabotage.Rule {
+	inner := r.Intercept
+	r.Intercept = func(x *sabotage.Exchange) *sabotage.Response {
+		if strings.HasPrefix(x.Path, "/conformance/seams/") {
+			return &sabotage.Response{Status: http.StatusNotFound, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":{"code":"not_found","category":"request","message":"no such seam"}}`)}
+		}
+		if inner != nil {
+			return inner(x)
+		}
+		return nil
+	}
+	return r
+}
+
+// contentionScenarios are the scenarios that race contenders at one
+// transaction: held at the barrier seam where the host has one, raced for
+// real over many rounds where it has none.
+var contentionScenarios = []struct{ id, file, name string }{
+	{"agl.dispatch.permit.single-claim", "agl/6_exact_action_approval.feature", "Of many concurrent dispatches of one permit exactly one proceeds"},
+	{"agl.dispatch.permit.single-claim-cross-process", "agl/13_delivery_and_acceptance.feature", "Contended dispatches of one permit at two hosts yield one claim and one effect"},
+	{"agl.parallel.revision-cas", "agl/9_parallel_execution.feature", "Of concurrent proposals of one revision exactly one moves the draft"},
+	{"agl.parallel.revision-cas", "agl/9_parallel_execution.feature", "A dispatch and an edit racing for one revision never both take effect"},
+}
+
+// TestContentionWithoutSeams: a correct host without test seams certifies
+// single-claim (in one process and across two) and the revision
+// compare-and-swap by real contention, and the rows say how many rounds ran
+// and what they showed; the same host with a claim (or a compare-and-swap)
+// that has no atomic guard, also without seams, fails them.
+func TestContentionWithoutSeams(t *testing.T) {
+	if testing.Short() {
+		t.Skip("races contenders over many rounds")
+	}
+	reg, corpus := load(t)
+	tags := "@req:agl.dispatch.permit.single-claim,@req:agl.dispatch.permit.single-claim-cross-process,@req:agl.parallel.revision-cas"
+	run := func(r sabotage.Rule, tags string) *runner.Result {
+		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: r}
+		defer tgt.Close()
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	res := run(withoutSeams(sabotage.Rule{Broken: "nothing: the reference host without its seams"}), tags)
+	for _, r := range res.Rows {
+		if r.Result != verdict.ExecutedPass {
+			t.Errorf("the correct host without seams: %s is %s: %s", r.ID, r.Result, r.Detail)
+		}
+	}
+	for _, c := range contentionScenarios {
+		line := lineOf(t, c.file, c.name)
+		found := false
+		for _, s := range res.Scenarios {
+			if s.URI == c.file && s.Line == line {
+				found = true
+				if !strings.Contains(s.Detail, "no barrier seam") || !strings.Contains(s.Detail, "24 rounds") {
+					t.Errorf("%s:%d passed without saying how it was raced: %q", c.file, line, s.Detail)
+				}
+				t.Logf("%s:%d %s", c.file, line, s.Detail)
+			}
+		}
+		if !found {
+			t.Errorf("%s:%d did not run", c.file, line)
+		}
+	}
+	for _, id := range []string{"agl.dispatch.permit.single-claim", "agl.dispatch.permit.single-claim-cross-process", "agl.parallel.revision-cas"} {
+		var rule sabotage.Rule
+		for _, r := range sabotage.Rules() {
+			if r.Key() == id+"#check-then-act" {
+				rule = r
+			}
+		}
+		if rule.ID == "" {
+			t.Fatalf("no rule %s#check-then-act", id)
+		}
+		res := run(withoutSeams(rule), "@req:"+id)
+		for _, r := range res.Rows {
+			if r.ID == id && r.Result != verdict.ExecutedFail {
+				t.Errorf("the host without an atomic guard and without seams: %s is %s, want executed-fail", id, r.Result)
+			}
+		}
+		for _, s := range res.Scenarios {
+			if s.Result == verdict.ExecutedFail {
+				t.Logf("%s without seams: %s:%d fails: %s", rule.Key(), s.URI, s.Line, s.Detail)
+			}
+		}
+	}
 }

@@ -262,7 +262,7 @@ func fakeHash(seed string) string {
 
 // --- one rule per agtp requirement ---------------------------------------------
 
-var agtpRules = append(append(append([]Rule{}, agtpRCNSRules...), agtpProposeRules...), agtpMoreRules...)
+var agtpRules = append(append(append(append([]Rule{}, agtpRCNSRules...), agtpProposeRules...), agtpMoreRules...), agtpWitnessRules...)
 
 var agtpRCNSRules = []Rule{
 	// The four-lock gate.

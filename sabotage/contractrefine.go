@@ -74,6 +74,24 @@ func frames(edit func(kind string, attrs map[string]any) []map[string]any) func(
 	}
 }
 
+// reversedFrames answers the WAL seam's reads that match with their frames
+// in reverse order.
+func reversedFrames(match func(x *Exchange) bool) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if !isWALSeam(x) || r.Status != http.StatusOK || !match(x) {
+			return
+		}
+		var body struct {
+			Frames []json.RawMessage `json:"frames"`
+		}
+		if json.Unmarshal(r.Body, &body) != nil || body.Frames == nil {
+			return
+		}
+		slices.Reverse(body.Frames)
+		r.SetJSON(map[string]any{"frames": body.Frames})
+	}
+}
+
 // status turns one status into another on matching exchanges.
 func status(match func(x *Exchange) bool, from, to int) func(x *Exchange, r *Response) {
 	return func(x *Exchange, r *Response) {
@@ -800,6 +818,26 @@ var contractRefineRules = []Rule{
 	{
 		ID:        "contractrefine.preflight.wal.decision-survives-crash",
 		Broken:    "answers a decision before its frame is durable: a restart loses every decision answered before it",
+		Intercept: forgetful,
+		Response:  forgetfulFrames,
+	},
+	{
+		ID:       "contractrefine.preflight.wal.audit-query-chronological",
+		Broken:   "its WAL read answers an agent's autonomy.preflight frames newest first",
+		Response: reversedFrames(func(x *Exchange) bool { return x.Query.Get("attr.actor_agent_id") != "" }),
+	},
+	{
+		ID:       "contractrefine.preflight.wal.audit-join-chronological",
+		Broken:   "its audit query by audit_id answers the frames newest first: the tool decision before the preflight it bound",
+		Response: reversedFrames(func(x *Exchange) bool { return x.Query.Get("attr.audit_id") != "" }),
+	},
+	{
+		// The proxy cannot tell a power cut from a crash: it forgets across
+		// any restart. TestAnUnsyncedWALLosesDecisionsOnlyToAPowerCut shows
+		// the defect the id is about, with a host that writes its frames and
+		// never fsyncs them: it passes the crash scenarios and fails this id.
+		ID:        "contractrefine.preflight.wal.decision-survives-power-cut",
+		Broken:    "answers a decision before its frame is synced: a power cut loses every decision answered before it",
 		Intercept: forgetful,
 		Response:  forgetfulFrames,
 	},

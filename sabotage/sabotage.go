@@ -177,11 +177,25 @@ func (t *Target) Restart(ctx context.Context, cfg target.Config, crash bool) (*t
 	if !ok {
 		return nil, target.ErrCannotRestart
 	}
+	return t.restartWith(cfg, func(run target.Config) (*target.Host, error) { return r.Restart(ctx, run, crash) })
+}
+
+// PowerCut cuts the power under the inner host and puts new proxies in
+// front of the host started again.
+func (t *Target) PowerCut(ctx context.Context, cfg target.Config, disk target.Disk) (*target.Host, error) {
+	pc, ok := t.Inner.(target.PowerCutter)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s target cannot cut the power under a host", target.ErrUnsatisfiable, t.Inner.Kind())
+	}
+	return t.restartWith(cfg, func(run target.Config) (*target.Host, error) { return pc.PowerCut(ctx, run, disk) })
+}
+
+func (t *Target) restartWith(cfg target.Config, restart func(run target.Config) (*target.Host, error)) (*target.Host, error) {
 	run, err := t.runConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	h, err := r.Restart(ctx, run, crash)
+	h, err := restart(run)
 	if err != nil {
 		return nil, err
 	}

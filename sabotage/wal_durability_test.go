@@ -7,14 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-conformance/parley/internal/lazyfs"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 )
 
 const (
-	crashID   = "contractrefine.preflight.wal.decision-survives-crash"
-	restartID = "contractrefine.preflight.wal.decision-survives-restart"
+	crashID    = "contractrefine.preflight.wal.decision-survives-crash"
+	restartID  = "contractrefine.preflight.wal.decision-survives-restart"
+	powerCutID = "contractrefine.preflight.wal.decision-survives-power-cut"
 )
 
 // TestABufferedWALLosesItsDecisionsUnderSIGKILL is the proof that the WAL
@@ -81,6 +83,80 @@ func TestABufferedWALLosesItsDecisionsUnderSIGKILL(t *testing.T) {
 		}
 		if i == 0 {
 			t.Logf("%s: %s", crashID, crash.Detail)
+		}
+	}
+}
+
+// TestAnUnsyncedWALLosesDecisionsOnlyToAPowerCut is the proof that the
+// power-cut scenario sees what SIGKILL cannot. With -wal nosync testdata/
+// walhost writes each frame to its file before it answers and never fsyncs
+// it: the kernel holds the frame, so the host passes the crash and restart
+// scenarios, and only a power cut under its state directory (internal/
+// lazyfs) loses the decisions, on the power-cut id, every time. With -wal
+// fsync all three ids pass, so the failure is the missing fsync's.
+func TestAnUnsyncedWALLosesDecisionsOnlyToAPowerCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a host and cuts the power under it")
+	}
+	if err := lazyfs.Available(); err != nil {
+		t.Skipf("FUSE is not usable here, so the suite cannot cut the power under a host: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "walhost")
+	build := exec.Command("go", "build", "-o", bin, "./testdata/walhost")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build walhost: %v\n%s", err, out)
+	}
+	reg, corpus := load(t)
+	ids := []string{crashID, restartID, powerCutID}
+	run := func(t *testing.T, wal string) map[string]runner.Row {
+		tgt, err := target.NewExec(bin + " -wal " + wal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tgt.Close()
+		var tags []string
+		for _, id := range ids {
+			tags = append(tags, "@req:"+id)
+		}
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: strings.Join(tags, ",")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := map[string]runner.Row{}
+		for _, r := range res.Rows {
+			rows[r.ID] = r
+		}
+		for _, s := range res.Scenarios {
+			if s.Result != verdict.ExecutedPass && s.Result != verdict.ExecutedFail {
+				t.Errorf("%s:%d ended %s (%s): %s", s.URI, s.Line, s.Result, s.Cause, s.Detail)
+			}
+		}
+		return rows
+	}
+	t.Run("fsync", func(t *testing.T) {
+		rows := run(t, "fsync")
+		for _, id := range ids {
+			if rows[id].Result != verdict.ExecutedPass {
+				t.Errorf("a host that fsyncs each frame before it answers: %s is %s: %s", id, rows[id].Result, rows[id].Detail)
+			}
+		}
+	})
+	const trials = 3
+	for i := range trials {
+		rows := run(t, "nosync")
+		cut := rows[powerCutID]
+		if cut.Result != verdict.ExecutedFail {
+			t.Errorf("trial %d: a host that never fsyncs its frames lost nothing to a power cut the suite saw: %s is %s (%s)", i+1, powerCutID, cut.Result, cut.Detail)
+		} else if !strings.Contains(cut.Detail, "restarted") {
+			t.Errorf("trial %d: %s failed, but not on a decision lost across the power cut: %s", i+1, powerCutID, cut.Detail)
+		}
+		for _, id := range []string{crashID, restartID} {
+			if rows[id].Result != verdict.ExecutedPass {
+				t.Errorf("trial %d: SIGKILL and SIGTERM keep the page cache, yet %s is %s against a host that only skips fsync (%s)", i+1, id, rows[id].Result, rows[id].Detail)
+			}
+		}
+		if i == 0 {
+			t.Logf("%s: %s", powerCutID, cut.Detail)
 		}
 	}
 }

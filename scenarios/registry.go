@@ -34,6 +34,7 @@ const (
 	WitnessWire          = "wire"          // only the spec's own wire surface
 	WitnessSeam          = "seam"          // a documented test seam (WAL read-back, fault injection)
 	WitnessLog           = "log"           // the host's startup log, as the target captured it
+	WitnessModel         = "model"         // seeded operation sequences over the wire, each answer checked against an executable model (models/)
 	WitnessUnwitnessable = "unwitnessable" // no observable; Rationale says why
 )
 
@@ -207,13 +208,13 @@ func (r *Registry) checkEntries() error {
 			bad("level %q is not MUST, SHOULD or MAY", e.Level)
 		}
 		switch e.Witness {
-		case WitnessWire, WitnessSeam, WitnessLog:
+		case WitnessWire, WitnessSeam, WitnessLog, WitnessModel:
 		case WitnessUnwitnessable:
 			if strings.TrimSpace(e.Rationale) == "" {
 				bad("an unwitnessable requirement needs a rationale")
 			}
 		default:
-			bad("witness %q is not wire, seam, log or unwitnessable", e.Witness)
+			bad("witness %q is not wire, seam, log, model or unwitnessable", e.Witness)
 		}
 		switch e.Status {
 		case StatusActive, StatusRetired:

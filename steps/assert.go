@@ -23,7 +23,7 @@ func (w *World) ExpectStatus(code int) error {
 	if err != nil {
 		return err
 	}
-	return w.Assert(r.Status == code, "expected status %d: %s", code, r)
+	return w.Assert(r.Status == code, "%s", r.Unexpected(code))
 }
 
 // Lookup walks a dotted path ("execution_eligibility.expires_at",
@@ -159,6 +159,12 @@ func Common(c *Catalog) {
 	c.Given(`^the host keeps its state where the suite can restart it$`, func(ctx context.Context) error {
 		return From(ctx).KeepState()
 	}).TakesTurns()
+	c.Given(`^the host keeps its state on a disk whose power the suite can cut$`, func(ctx context.Context) error {
+		return From(ctx).KeepStateOnCuttableDisk()
+	}).TakesTurns()
+	c.When(`^the power is cut under the host and it is started again$`, func(ctx context.Context) error {
+		return From(ctx).PowerCut(ctx)
+	})
 	c.When(`^the host is restarted$`, func(ctx context.Context) error {
 		return From(ctx).Restart(ctx, false)
 	})

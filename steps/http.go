@@ -217,6 +217,34 @@ func (r *Response) String() string {
 	return fmt.Sprintf("%s %s answered %d %s", r.Method, r.URL, r.Status, strings.TrimSpace(body))
 }
 
+// StatusName reads a status code with its reason phrase where HTTP has one
+// ("201 Created"), else the bare code (an AGTP-only status such as 463).
+func StatusName(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return fmt.Sprintf("%d %s", code, t)
+	}
+	return fmt.Sprint(code)
+}
+
+// Unexpected says what the host sent where other statuses were expected:
+// "POST /v1/x answered 200 OK where 201 Created was expected: {...}".
+func (r *Response) Unexpected(want ...int) string {
+	names := make([]string, len(want))
+	for i, c := range want {
+		names[i] = StatusName(c)
+	}
+	exp := strings.Join(names, " or ")
+	body := strings.TrimSpace(string(r.Body))
+	if len(body) > 300 {
+		body = body[:300] + "…"
+	}
+	msg := fmt.Sprintf("%s %s answered %s where %s was expected", r.Method, r.URL, StatusName(r.Status), exp)
+	if body != "" {
+		msg += ": " + body
+	}
+	return msg
+}
+
 // JSON decodes the body as a JSON object; numbers stay json.Number. A body
 // that is not one is the host's failure.
 func (r *Response) JSON() (map[string]any, error) {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/parley-conformance/parley/fixtures"
+	"github.com/parley-conformance/parley/internal/lazyfs"
 	"github.com/parley-conformance/parley/redact"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
@@ -73,11 +74,14 @@ type World struct {
 	current      *target.Host
 	restarts     []func(*target.Host)
 	facts        map[string]map[string]bool
+	notes        []string
 	cleanups     []func()
 	held         []target.Config // configurations acquired, released when the scenario is recorded
 	needs        []string        // optional fixture members the scenario needs
 	wantLane     bool            // the scenario restarts its fixture's host: it takes the fixture's lane
 	lane         *fixtures.Lane  // the lane the scenario holds
+	wantPower    bool            // the scenario cuts the power under its fixture's host: it takes the fixture's power-cut lane
+	disk         target.Disk     // the disk of the scenario's state directory, whose power it can cut
 }
 
 // NewWorld returns a World for one scenario.
@@ -265,6 +269,65 @@ func (w *World) KeepState() error {
 	return nil
 }
 
+// KeepStateOnCuttableDisk is KeepState on a disk whose power the suite can
+// cut (internal/lazyfs): the host's state directory loses every write the
+// host did not sync when the power goes. A target whose hosts keep their
+// state elsewhere than on this machine's filesystem, or a machine without
+// FUSE, cannot provide one: the scenario is blocked. On a fixture the
+// scenario takes its turn on the fixture's power-cut lane.
+func (w *World) KeepStateOnCuttableDisk() error {
+	if _, ok := w.Target.(target.PowerCutter); !ok {
+		return Block(verdict.CauseTarget, "the %s target cannot cut the power under a host: the host's state directory is not on a filesystem of this machine the suite can mount, or the suite cannot kill the host (use the exec or refhost target)", w.Target.Kind())
+	}
+	if err := lazyfs.Available(); err != nil {
+		return Block(verdict.CauseTarget, "this machine cannot mount the filesystem that loses unsynced writes on a power cut (FUSE: /dev/fuse and the right to mount): %v", err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.current != nil {
+		return Fault("the host is already running; ask for a kept state before the first exchange")
+	}
+	if w.wantPower || w.disk != nil {
+		return nil
+	}
+	if w.stateDir != "" || w.wantLane {
+		return Fault("the scenario keeps its host's state both on an ordinary disk and on one whose power the suite cuts")
+	}
+	if _, ok := w.fixtureLocked(); ok && !w.scenario.Isolate {
+		w.wantLane, w.wantPower = true, true
+		return nil
+	}
+	disk, err := lazyfs.MountTemp()
+	if err != nil {
+		return Fault("cannot mount a state directory whose power the suite can cut: %v", err)
+	}
+	w.stateDir, w.disk = disk.Dir, disk
+	w.cleanups = append(w.cleanups, func() { _ = disk.Close() })
+	return nil
+}
+
+// PowerCut cuts the power under the scenario's host: its state directory
+// loses every write the host did not sync, the host is killed where it
+// stands, and it is started again on what its disk kept.
+func (w *World) PowerCut(ctx context.Context) error {
+	h, err := w.Host(ctx)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	disk := w.disk
+	w.mu.Unlock()
+	if disk == nil {
+		return Fault("the scenario cuts the power under its host without keeping its state on a disk whose power the suite can cut (a Given step asks for that)")
+	}
+	pc, ok := w.Target.(target.PowerCutter)
+	if !ok {
+		return Block(verdict.CauseTarget, "the %s target cannot cut the power under a host", w.Target.Kind())
+	}
+	nh, err := pc.PowerCut(ctx, h.Config, disk)
+	return w.restarted(nh, err, "started again after a power cut")
+}
+
 // Alone says the scenario needs its host to itself while it runs (it reads
 // something host-wide): it must be tagged @exclusive, which gives it that
 // on every target (a turn on its fixture's exclusive lane, or, against a
@@ -289,6 +352,23 @@ func (w *World) Fact(key, value string) {
 		w.facts[key] = map[string]bool{}
 	}
 	w.facts[key][value] = true
+}
+
+// Note records what a scenario observed that a reader of the evidence
+// should see even when it passes (how many trials a contention check ran,
+// what they showed): the notes become the scenario's detail, and a passing
+// requirement row carries the details of its scenarios.
+func (w *World) Note(format string, a ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.notes = append(w.notes, w.secrets.Text(fmt.Sprintf(format, a...)))
+}
+
+// Notes returns what the scenario recorded with Note, in order.
+func (w *World) Notes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.notes...)
 }
 
 // Facts returns what the scenario recorded with Fact.
@@ -332,15 +412,20 @@ func (w *World) Restart(ctx context.Context, crash bool) error {
 		return Block(verdict.CauseTarget, "the %s target cannot stop a host and start it again on its state", w.Target.Kind())
 	}
 	nh, err := r.Restart(ctx, h.Config, crash)
+	how := "restarted"
+	if crash {
+		how = "restarted after a crash"
+	}
+	return w.restarted(nh, err, how)
+}
+
+// restarted takes the host a restart (of any kind, said by how) returned.
+func (w *World) restarted(nh *target.Host, err error, how string) error {
 	var se *target.StartError
 	switch {
 	case errors.Is(err, target.ErrUnsatisfiable):
 		return Block(verdict.CauseTarget, "%v", err)
 	case errors.As(err, &se):
-		how := "restarted"
-		if crash {
-			how = "restarted after a crash"
-		}
 		return Fail("the host did not start again when %s on its state: %s", how, se.Error())
 	case err != nil:
 		return Fault("the %s target could not restart the host: %v", w.Target.Kind(), err)
@@ -421,13 +506,21 @@ func (w *World) takeLane(ctx context.Context) error {
 		return nil
 	}
 	w.mu.Lock()
-	restarts := w.wantLane
+	restarts, power := w.wantLane, w.wantPower
 	want := (restarts || w.scenario.Exclusive) && w.lane == nil
 	w.mu.Unlock()
 	if !want {
 		return nil
 	}
-	l, err := w.scenario.Fixtures.Lane(w.scenario.Fixture, restarts)
+	var (
+		l   *fixtures.Lane
+		err error
+	)
+	if power {
+		l, err = w.scenario.Fixtures.PowerLane(w.scenario.Fixture)
+	} else {
+		l, err = w.scenario.Fixtures.Lane(w.scenario.Fixture, restarts)
+	}
 	if err != nil {
 		return Fault("cannot make a lane for fixture %s: %v", w.scenario.Fixture, err)
 	}
@@ -438,6 +531,9 @@ func (w *World) takeLane(ctx context.Context) error {
 	w.lane = l
 	if restarts {
 		w.stateDir = l.Dir
+	}
+	if power {
+		w.disk = l.Disk
 	}
 	w.cleanups = append(w.cleanups, l.Give)
 	w.mu.Unlock()

@@ -300,6 +300,12 @@ func (t *Exec) Restart(ctx context.Context, cfg Config, crash bool) (*Host, erro
 	return t.p.restart(ctx, cfg, crash)
 }
 
+// PowerCut cuts the disk's power, kills the host's process group with
+// SIGKILL and runs the command again once the power is back.
+func (t *Exec) PowerCut(ctx context.Context, cfg Config, disk Disk) (*Host, error) {
+	return t.p.powerCut(ctx, cfg, disk)
+}
+
 func (t *Exec) Acquire(ctx context.Context, cfg Config) (*Host, error) {
 	return t.p.acquire(ctx, cfg)
 }

@@ -54,6 +54,12 @@ func (t *Refhost) Restart(ctx context.Context, cfg Config, crash bool) (*Host, e
 	return t.p.restart(ctx, cfg, crash)
 }
 
+// PowerCut cuts the disk's power, closes the host abruptly and opens it
+// again on what its disk kept.
+func (t *Refhost) PowerCut(ctx context.Context, cfg Config, disk Disk) (*Host, error) {
+	return t.p.powerCut(ctx, cfg, disk)
+}
+
 func (t *Refhost) Kind() string { return "refhost" }
 
 func (t *Refhost) Acquire(ctx context.Context, cfg Config) (*Host, error) {

@@ -158,6 +158,26 @@ type Restarter interface {
 	Restart(ctx context.Context, cfg Config, crash bool) (*Host, error)
 }
 
+// Disk is a state directory's disk whose power the suite can cut
+// (internal/lazyfs): PowerCut loses every write not yet synced and refuses
+// writes until Resume.
+type Disk interface {
+	PowerCut()
+	Resume()
+}
+
+// PowerCutter is a target whose hosts keep their state_dir on this
+// machine's filesystem, where the suite can put it on a Disk, and whose
+// hosts it can kill where they stand: it can cut the power under a host,
+// which SIGKILL alone does not (the kernel keeps what the host wrote and
+// never synced).
+type PowerCutter interface {
+	// PowerCut cuts disk's power under the host running cfg, kills the
+	// host, restores the power and starts the host again on what its disk
+	// kept.
+	PowerCut(ctx context.Context, cfg Config, disk Disk) (*Host, error)
+}
+
 // Target hands out hosts.
 type Target interface {
 	// Kind is refhost, exec or url.
@@ -227,6 +247,22 @@ type poolEntry struct {
 
 // restart stops the running host of cfg and starts it again.
 func (p *pool) restart(ctx context.Context, cfg Config, crash bool) (*Host, error) {
+	return p.restartWith(ctx, cfg, func(stop Stopper) { _ = stop(crash) })
+}
+
+// powerCut cuts the disk's power, kills the running host of cfg, restores
+// the power and starts the host again. The cut comes first: whatever the
+// host does between the cut and its death never reaches the disk.
+func (p *pool) powerCut(ctx context.Context, cfg Config, disk Disk) (*Host, error) {
+	return p.restartWith(ctx, cfg, func(stop Stopper) {
+		disk.PowerCut()
+		_ = stop(true)
+		disk.Resume()
+	})
+}
+
+// restartWith stops the running host of cfg with halt and starts it again.
+func (p *pool) restartWith(ctx context.Context, cfg Config, halt func(Stopper)) (*Host, error) {
 	if cfg.StateDir() == "" {
 		return nil, errors.New("a host is restarted only on a state directory its configuration names (state_dir)")
 	}
@@ -242,7 +278,7 @@ func (p *pool) restart(ctx context.Context, cfg Config, crash bool) (*Host, erro
 		return nil, e.err
 	}
 	if e.stop != nil {
-		_ = e.stop(crash)
+		halt(e.stop)
 	}
 	ne := &poolEntry{ready: make(chan struct{})}
 	ne.host, ne.stop, ne.err = p.start(ctx, cfg)

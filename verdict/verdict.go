@@ -8,7 +8,10 @@ package verdict
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
+	"strings"
+	"time"
 )
 
 // Verdicts.
@@ -112,6 +115,9 @@ type ScenarioResult struct {
 	ReliesOn   []string  `json:"reliesOn,omitempty"`
 	Detail     string    `json:"detail,omitempty"`
 	Exchange   *Exchange `json:"exchange,omitempty"`
+	// DurationMs is how long the scenario ran, in milliseconds, for the
+	// times of a junit report; bundles written before it carry none.
+	DurationMs int64 `json:"durationMs,omitempty"`
 }
 
 // Row is one requirement's verdict: the worst of its scenarios'.
@@ -128,7 +134,8 @@ type Row struct {
 
 // Fold sets a row's result, assertions, cause and detail from its
 // scenarios: the worst verdict wins, and the first scenario with it (in
-// file order) gives the cause, the detail and the exchange.
+// file order) gives the cause, the detail and the exchange. A pass's
+// detail is what its scenarios noted, each under its scenario.
 func (r *Row) Fold() {
 	r.Result, r.Assertions, r.Cause, r.ReliesOn, r.Detail, r.Exchange = Inapplicable, 0, "", nil, "", nil
 	if len(r.Scenarios) == 0 {
@@ -139,6 +146,15 @@ func (r *Row) Fold() {
 		r.Result = Worst(r.Result, s.Result)
 	}
 	if r.Result == ExecutedPass {
+		// A pass carries what its scenarios noted (trial counts, what
+		// they observed), each under the scenario that noted it.
+		var notes []string
+		for _, s := range r.Scenarios {
+			if s.Detail != "" {
+				notes = append(notes, fmt.Sprintf("%s:%d %s: %s", s.URI, s.Line, s.Name, s.Detail))
+			}
+		}
+		r.Detail = strings.Join(notes, "\n")
 		return
 	}
 	for _, s := range r.Scenarios {
@@ -247,4 +263,66 @@ func RootCauses(rows []Row) []Root {
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+var (
+	configLine = regexp.MustCompile(`\s*\(configuration sha256:[0-9a-f]+\)`)
+	digest     = regexp.MustCompile(`sha256:[0-9a-f]{16,}`)
+)
+
+// Gist is a detail without what differs between scenarios that ended the
+// same way: the digest of the configuration a host was given (a host that
+// never starts fails every fixture alike). Details with one gist are one
+// cause, for a reader who fixes it once.
+func Gist(detail string) string {
+	d := configLine.ReplaceAllString(detail, "")
+	return strings.TrimRight(digest.ReplaceAllString(d, "sha256:…"), "\n ")
+}
+
+// Group is the rows that ended the same way: one verdict, one cause and one
+// gist of their first scenario with that verdict.
+type Group struct {
+	Result, Cause, Gist string
+	// Rows in the order given.
+	Rows []Row
+}
+
+// GroupByGist groups rows by how they ended, in the order each group first
+// appears.
+func GroupByGist(rows []Row) []Group {
+	var out []Group
+	at := map[string]int{}
+	for _, r := range rows {
+		g := Group{Result: r.Result, Cause: r.Cause, Gist: Gist(r.ScenarioDetail())}
+		k := g.Result + "\x00" + g.Cause + "\x00" + g.Gist
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, g)
+		}
+		out[i].Rows = append(out[i].Rows, r)
+	}
+	return out
+}
+
+// ScenarioDetail is the detail of the first scenario with the row's verdict
+// (Detail without the scenario it names), or Detail when the row carries no
+// scenarios.
+func (r Row) ScenarioDetail() string {
+	for _, s := range r.Scenarios {
+		if s.Result == r.Result {
+			return s.Detail
+		}
+	}
+	return r.Detail
+}
+
+// Duration is the time a row's scenarios ran, in all.
+func (r Row) Duration() time.Duration {
+	var ms int64
+	for _, s := range r.Scenarios {
+		ms += s.DurationMs
+	}
+	return time.Duration(ms) * time.Millisecond
 }

@@ -74,10 +74,10 @@ something did (or a bundle does not verify), 2 on a usage error.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&key, "key", "", "PEM public key both bundles must be signed with")
-	c.Flags().StringVar(&oldKey, "old-key", "", "PEM public key OLD must be signed with")
-	c.Flags().StringVar(&newKey, "new-key", "", "PEM public key NEW must be signed with")
-	c.Flags().StringVar(&html, "html", "", "also write the diff as an HTML page here")
+	c.Flags().StringVar(&key, "key", "", "PEM public key `file` both bundles must be signed with")
+	c.Flags().StringVar(&oldKey, "old-key", "", "PEM public key `file` OLD must be signed with")
+	c.Flags().StringVar(&newKey, "new-key", "", "PEM public key `file` NEW must be signed with")
+	c.Flags().StringVar(&html, "html", "", "also write the diff as an HTML page to this `file`")
 	c.Flags().BoolVar(&allowRegistryChange, "allow-registry-change", false, "compare bundles of different registries on the ids present in both")
 	return c
 }

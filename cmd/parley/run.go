@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/parley-conformance/parley/certify"
 	"github.com/parley-conformance/parley/evidence"
 	"github.com/parley-conformance/parley/fixtures"
+	"github.com/parley-conformance/parley/models"
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/schemas"
@@ -47,6 +49,8 @@ type runFlags struct {
 	fixturesDir  string
 	hostsFile    string
 	caFile       string
+	modelSeed    uint64
+	modelBudget  int
 }
 
 func newRunCmd() *cobra.Command {
@@ -76,33 +80,39 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 				return err
 			}
 			softHeapLimit()
+			if f.modelBudget < 0 {
+				return usage("--model-budget must be at least 1")
+			}
+			models.Configure(models.Settings{Seed: f.modelSeed, Budget: f.modelBudget})
 			return run(cmd.Context(), f, cmd.ErrOrStderr(), cmd.OutOrStdout())
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.target, "target", "refhost", "refhost, exec, url or container")
-	fl.StringVar(&f.image, "image", "", "image of the host (target container); it must already be on the Docker engine")
-	fl.StringVar(&f.execCmd, "exec", "", "command line of the host to start (target exec)")
-	fl.StringVar(&f.url, "url", "", "base URL of a running host's HTTP surface (target url)")
-	fl.StringVar(&f.agtp, "agtp", "", "host:port of a running host's AGTP listener (target url)")
-	fl.StringVar(&f.agtpBodyForm, "agtp-body-form", "", "the AGTP request body form the host reads, envelope (default) or flat (targets url, container and refhost; an exec host declares it in its ready line)")
-	fl.StringVar(&f.hostConfig, "host-config", "", "the configuration a running host declares (target url; schemas/host-config.json)")
-	fl.StringVar(&f.tags, "tags", "", "godog tag filter: ',' OR, '&&' AND, '~' NOT, e.g. '@profile:contractrefine-preflight && ~@req:contractrefine.preflight.mode.typo-startup-warning'")
-	fl.StringSliceVar(&f.profiles, "profile", nil, "profile to certify (repeatable); others are reported skipped (default: all)")
-	fl.StringVar(&f.out, "out", "parley-out", "directory for the bundle and reports")
-	fl.StringSliceVar(&f.formats, "format", certify.Formats, "outputs to write: bundle, junit, cucumber, html")
-	fl.StringVar(&f.key, "key", "", "ed25519 private key to sign with (from `parley keygen`); default: an ephemeral key, and the bundle says so")
-	fl.Int64Var(&f.seed, "seed", 0, "scenario order seed (default: random, printed)")
-	fl.IntVar(&f.concurrency, "concurrency", 0, "scenarios run at once (default: eight per CPU, at most 32)")
+	fl.StringVar(&f.target, "target", "refhost", "`kind` of target: refhost, exec, url or container")
+	fl.StringVar(&f.image, "image", "", "`image` of the host (target container); it must already be on the Docker engine")
+	fl.StringVar(&f.execCmd, "exec", "", "`command` line of the host to start (target exec)")
+	fl.StringVar(&f.url, "url", "", "base `URL` of a running host's HTTP surface (target url)")
+	fl.StringVar(&f.agtp, "agtp", "", "`host:port` of a running host's AGTP listener (target url)")
+	fl.StringVar(&f.agtpBodyForm, "agtp-body-form", "", "the AGTP request body `form` the host reads, envelope (default) or flat (targets url, container and refhost; an exec host declares it in its ready line)")
+	fl.StringVar(&f.hostConfig, "host-config", "", "the configuration `file` a running host declares (target url; schemas/host-config.json)")
+	fl.StringVar(&f.tags, "tags", "", "godog tag `filter`: ',' OR, '&&' AND, '~' NOT, e.g. '@profile:contractrefine-preflight && ~@req:contractrefine.preflight.mode.typo-startup-warning'")
+	fl.StringSliceVar(&f.profiles, "profile", nil, "`profile` to certify (repeatable); others are reported skipped (default: all)")
+	fl.StringVar(&f.out, "out", "parley-out", "`dir`ectory for the bundle, the reports and parley.log")
+	fl.StringSliceVar(&f.formats, "format", certify.Formats, "`outputs` to write: bundle, junit, cucumber, html")
+	fl.StringVar(&f.key, "key", "", "ed25519 private key `file` to sign with (from parley keygen); default: an ephemeral key, and the bundle says so")
+	fl.Int64Var(&f.seed, "seed", 0, "scenario order `seed` (default: random, printed)")
+	fl.IntVar(&f.concurrency, "concurrency", 0, "`n` scenarios run at once (default: eight per CPU, at most 32)")
 	fl.BoolVar(&f.allowBlocked, "allow-blocked", false, "accept blocked requirements (a partial certification): exit 0 when nothing failed; the bundle records it")
 	fl.BoolVar(&f.strict, "strict", false, "")
 	_ = fl.MarkDeprecated("strict", "blocked requirements now fail the run by default; --allow-blocked accepts them")
-	fl.StringVar(&f.subject, "subject", "", "the host build certified, as NAME=sha256:HEX (default: what the exec ready line or the container engine says; otherwise undeclared)")
+	fl.StringVar(&f.subject, "subject", "", "the host build certified, as `NAME=sha256:HEX` (default: what the exec ready line or the container engine says; otherwise undeclared)")
 	fl.BoolVar(&f.quiet, "quiet", false, "no per-scenario progress lines")
 	fl.BoolVar(&f.isolate, "isolate", false, "give every scenario a host of its own (slow; the oracle that verdicts do not depend on scenarios sharing a fixture host)")
-	fl.StringVar(&f.fixturesDir, "fixtures", "", "the fixture set the hosts were deployed from (written by parley fixtures --out DIR)")
-	fl.StringVar(&f.hostsFile, "hosts", "", "HOSTS.json: each fixture name mapped to the ready line of the host running it (target url, with --fixtures)")
-	fl.StringVar(&f.caFile, "ca", "", "PEM certificates to trust besides the fixture set's CA (a deployed host's own TLS certificate)")
+	fl.StringVar(&f.fixturesDir, "fixtures", "", "the fixture set `dir` the hosts were deployed from (written by parley fixtures --out DIR)")
+	fl.StringVar(&f.hostsFile, "hosts", "", "`HOSTS.json`: each fixture name mapped to the ready line of the host running it (target url, with --fixtures)")
+	fl.StringVar(&f.caFile, "ca", "", "`file` of PEM certificates to trust besides the fixture set's CA (a deployed host's own TLS certificate)")
+	fl.Uint64Var(&f.modelSeed, "model-seed", 0, "seed of the model-based requirements' random sequences (default: random; a failing row prints the seed that replays it)")
+	fl.IntVar(&f.modelBudget, "model-budget", 0, fmt.Sprintf("sequences each model-based requirement runs (default %d; raise it for long runs, see docs/models.md)", models.DefaultBudget))
 	return c
 }
 
@@ -277,6 +287,23 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Libraries (the container engine's client above all) log to
+	// parley.log, never to the terminal.
+	libLog := ""
+	if f.out != "" {
+		if err := os.MkdirAll(f.out, 0o755); err != nil {
+			return usage("--out: %v", err)
+		}
+		libLog = filepath.Join(f.out, "parley.log")
+		lf, err := os.Create(libLog)
+		if err != nil {
+			return usage("--out: %v", err)
+		}
+		defer lf.Close()
+		defer target.LibraryLog(lf)()
+	} else {
+		defer target.LibraryLog(io.Discard)()
+	}
 	tgt, err := buildTarget(f, set)
 	if err != nil {
 		return err
@@ -299,6 +326,9 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 		return withCode(exitUsage, err)
 	case err != nil:
 		return withCode(exitIncomplete, err)
+	}
+	if fi, err := os.Stat(libLog); err == nil && fi.Size() > 0 {
+		o.Written = append(o.Written, libLog+" (what the container engine and other libraries logged)")
 	}
 	return summarize(stdout, o, f.allowBlocked)
 }
@@ -333,14 +363,20 @@ func summarize(w io.Writer, o *certify.Outcome, allowBlocked bool) error {
 			fmt.Fprintf(w, "  ROOT     %s\n", r)
 		}
 	}
+	var notPassing []verdict.Row
+	var first *verdict.Row
 	for _, r := range st.Predicate.Requirements {
 		e, _ := o.Registry.Lookup(r.ID)
-		switch {
-		case r.Result == verdict.ExecutedFail && e.Scored():
-			fmt.Fprintf(w, "  FAIL     %s\n           %s\n", r.ID, firstLine(r.Detail))
-		case r.Result == verdict.Blocked:
-			fmt.Fprintf(w, "  BLOCKED  %s (%s)\n           %s\n", r.ID, r.Cause, firstLine(r.Detail))
+		if (r.Result == verdict.ExecutedFail && e.Scored()) || r.Result == verdict.Blocked {
+			notPassing = append(notPassing, r)
 		}
+		if first == nil && r.Result == verdict.ExecutedFail && e.Scored() && r.Exchange != nil {
+			first = &r
+		}
+	}
+	printGroups(w, notPassing)
+	if first != nil {
+		printExchange(w, first.ID, first.Exchange)
 	}
 	for _, p := range o.Written {
 		fmt.Fprintf(w, "  wrote %s\n", p)
@@ -356,9 +392,6 @@ func summarize(w io.Writer, o *certify.Outcome, allowBlocked bool) error {
 
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > 160 {
-		s = s[:160] + "…"
-	}
 	return s
 }
 

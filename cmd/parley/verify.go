@@ -98,8 +98,8 @@ does not (the message says which), 2 on a usage error.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&key, "key", "", "PEM public key the bundle must be signed with")
-	c.Flags().StringVar(&subject, "subject", "", "the host build the bundle must be about, as NAME=sha256:HEX")
+	c.Flags().StringVar(&key, "key", "", "PEM public key `file` the bundle must be signed with")
+	c.Flags().StringVar(&subject, "subject", "", "the host build the bundle must be about, as `NAME=sha256:HEX`")
 	return c
 }
 
@@ -149,8 +149,8 @@ func newKeygenCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&out, "out", ".", "directory to write the key pair into")
-	c.Flags().StringVar(&name, "name", "parley", "file name stem")
+	c.Flags().StringVar(&out, "out", ".", "`dir`ectory to write the key pair into")
+	c.Flags().StringVar(&name, "name", "parley", "file name `stem`")
 	return c
 }
 
@@ -196,10 +196,14 @@ can certify the spec profiles without them).`,
 			for _, e := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Level, e.Profile, e.Basis, e.Witness, count[e.ID], e.Section)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), requirementsFooter(list, count))
+			return err
 		},
 	}
-	c.Flags().StringVar(&family, "family", "", "only this family (agtp, openwop, contractrefine, agl)")
+	c.Flags().StringVar(&family, "family", "", "only this `family` (agtp, openwop, contractrefine, agl)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
@@ -234,7 +238,42 @@ func newReportCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&key, "key", "", "PEM public key the bundle must be signed with")
-	c.Flags().StringVar(&out, "out", "report.html", "where to write the report")
+	c.Flags().StringVar(&key, "key", "", "PEM public key `file` the bundle must be signed with")
+	c.Flags().StringVar(&out, "out", "report.html", "`file` to write the report to")
 	return c
+}
+
+// requirementsFooter says why a run reports fewer ids than the list holds:
+// a run's rows are the requirements its scenarios witness, and the ids no
+// scenario witnesses (retired tombstones, unwitnessable rules) are not among
+// them.
+func requirementsFooter(list []scenarios.Entry, count map[string]int) string {
+	var retired, unwitnessable, other int
+	for _, e := range list {
+		switch {
+		case count[e.ID] > 0:
+		case e.Status == scenarios.StatusRetired:
+			retired++
+		case e.Witness == scenarios.WitnessUnwitnessable:
+			unwitnessable++
+		default:
+			other++
+		}
+	}
+	reported := len(list) - retired - unwitnessable - other
+	var why []string
+	if retired > 0 {
+		why = append(why, fmt.Sprintf("%d retired (tombstones kept so that an id is never reused)", retired))
+	}
+	if unwitnessable > 0 {
+		why = append(why, fmt.Sprintf("%d unwitnessable (nothing on the wire shows them; a report lists them apart, with why)", unwitnessable))
+	}
+	if other > 0 {
+		why = append(why, fmt.Sprintf("%d with no scenario", other))
+	}
+	msg := fmt.Sprintf("\n%d ids listed; a run of them all reports %d requirements", len(list), reported)
+	if len(why) > 0 {
+		msg += ", the ones scenarios witness; not reported: " + strings.Join(why, ", ")
+	}
+	return msg + ". A run certifying some profiles reports the others' requirements as skipped.\n"
 }

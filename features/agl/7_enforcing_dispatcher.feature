@@ -248,3 +248,52 @@ Feature: The enforcing dispatcher
       | hang                       | reconciled          | effects             |
       | hang after taking effect   | ReconciledCompleted | exactly one message |
       | hang without taking effect | ReconciledNoEffect  | no message          |
+
+  # Section 7 step 6 (with 6.3): authority is checked again after the wait
+  # for capacity; a permit whose expiry passes during that wait is refused
+  # there, as a revoked one is above. The clock moves (seam) or the suite
+  # waits; either way the permit was valid when the dispatch began to wait.
+  @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core @exclusive
+  Scenario: A permit that expires while its dispatch waits for capacity is refused at the re-check
+    Given the suite moves the host's clock instead of waiting, where the host offers the clock seam
+    And the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "first"
+    And the host has a dispatch paused at the external call
+    And the principal has an approved send of a draft to "carol@example.com" whose permit expires in 2 seconds
+    And the agent starts dispatching the approved send as "second"
+    And the host has a dispatch waiting for capacity
+    And the permit has expired
+    And dispatch "second" finishes
+    Then the action is refused at step 6 with code "permit_expired"
+    And the refusal is not dressed as a network error and is not retryable
+    When dispatch "first" finishes
+    Then the dispatch completed
+    And the destination received exactly one message
+    And the permit is not consumed
+
+  # Section 7 step 6 and section 9 (admission reserves concurrency before
+  # work starts): a dispatch whose wait for a slot runs out is refused as
+  # capacity unavailable (retryable: nothing was claimed), sends nothing,
+  # and the host never runs more dispatches than the account admits. The
+  # slot is held by a send the destination holds without answering; the
+  # suite cancels it afterwards.
+  @req:agl.dispatch.admission-wait-expires @profile:agl-core @fixture:agl-core
+  Scenario: A dispatch whose wait for capacity runs out is refused and sends nothing
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    And the AGL test seams are enabled
+    And the host gives a handler 30000 ms to answer
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will hang without taking effect on the next message
+    When the agent starts dispatching the approved send as "first"
+    And the first attempt has reached the destination
+    And the principal has an approved send of a draft to "carol@example.com"
+    And the agent starts dispatching the approved send as "second"
+    And the host has a dispatch waiting for capacity
+    And dispatch "second" finishes
+    Then the action is refused at step 6 with code "capacity_unavailable"
+    And the destination was sent only dispatch "first"'s message
+    And the permit is not consumed
+    When the agent cancels the operation of dispatch "first"
+    Then the host soon holds no admission slot for the account

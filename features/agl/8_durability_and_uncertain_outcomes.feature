@@ -372,6 +372,8 @@ Feature: Durable operations and uncertain outcomes
       | while it is claimed                                                                | state               | settled                                                                                        | effects             |
       | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
       | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
+      | the resolver revokes the permit                                                    | Unknown             | the audit trail of the operation soon says recovery stopped on "permit_revoked"                | no message          |
+      | the authorization service revokes the principal's grant                            | Unknown             | the audit trail of the operation soon says recovery stopped on "grant_revoked"                 | no message          |
 
   @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
@@ -437,3 +439,73 @@ Feature: Durable operations and uncertain outcomes
     And the draft is "FailedNoEffect"
     When the resolver records that a human established the operation had an effect
     Then the response is refused with status 409 and code "not_awaiting_reconciliation"
+
+  # Section 8 (with 6.3): revocation stops new attempts; settling an
+  # operation that already went out reads a historical receipt, which stays
+  # legal. Both reconciliation mechanisms, after each kind of revocation.
+  @req:agl.durability.reconcile-after-revocation @profile:agl-operation-store @fixture:agl-core
+  Scenario Outline: Revoking the permit or the grant does not stop the reconciliation of an earlier send
+    Given an AGL host with a fake email destination the suite counts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next message
+    When the agent dispatches the approved send
+    Then the operation is "Unknown" and awaits reconciliation
+    When <revocation>
+    And <reconciliation>
+    Then the response status is 200
+    And the operation is "ReconciledCompleted"
+    And the reconciliation records method "<method>" and <evidence>
+    And the draft is "Sent"
+    And the destination received exactly one message
+
+    Examples:
+      | revocation                                              | reconciliation                                                              | method          | evidence                      |
+      | the resolver revokes the permit                         | the operator reconciles the operation by asking the destination             | receiver_lookup | the destination's message id  |
+      | the authorization service revokes the principal's grant | the operator reconciles the operation by asking the destination             | receiver_lookup | the destination's message id  |
+      | the resolver revokes the permit                         | the resolver records that a human established the operation had an effect   | human           | the actor                     |
+
+  # Section 12 lists the attempt among what an audit record carries, and
+  # section 8 lets a host retry: every attempt after the first leaves its
+  # own retry record with its number. A host that never retries has no
+  # extra attempt to record (its operation says 1 attempt).
+  @req:agl.audit.retry-attempts @profile:agl-operation-store @fixture:agl-core
+  Scenario Outline: Every extra attempt leaves a retry audit record carrying its attempt number
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the email contract is registered as deduplicated by destination key with up to <max> attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the destination will fail after taking effect on the next <failures> messages
+    When the agent dispatches the approved send
+    Then the operation's audit trail holds one retry record for each attempt the operation made after the first, numbered from 2, and its claim record says attempt 1
+
+    Examples:
+      | max | failures |
+      | 2   | 1        |
+      | 3   | 2        |
+      | 3   | 5        |
+
+  # Section 6.3: a further attempt needs current authorization, and the MVP
+  # stops when authority is revoked before it. A resend by recovery is such
+  # an attempt: after a revocation while the send was claimed, recovery
+  # sends nothing and the operation stays Unknown for reconciliation. A host
+  # whose recovery never resends meets it; the audit record of the stop is
+  # parley's binding (agl.recovery.resumes-deduplicated-send).
+  @req:agl.recovery.authority-rechecked @profile:agl-operation-store @fixture:agl-store
+  Scenario Outline: Recovery sends nothing for a claimed send whose authority was revoked
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And <revocation>
+    And the host crashes and is started again
+    Then the host soon reports the operation "Unknown"
+    And the destination received no message
+
+    Examples:
+      | revocation                                              |
+      | the resolver revokes the permit                         |
+      | the authorization service revokes the principal's grant |

@@ -262,3 +262,33 @@ Feature: Contract scoping and lifecycle
       | transport          |
       | TLS 1.3            |
       | plaintext loopback |
+
+  # The request path decides: the host's clock passes the contract's
+  # expires_at (as its 461 or 263 named it) through the clock seam, which
+  # holds the host's expiry pass, so no background pass or sweep has released
+  # the contract when it is presented. The contract is first shown serving.
+  # Moving the clock is host-wide, so the scenario has its host alone.
+  @req:agtp.rcns.contract.expiry-decided-on-request @profile:agtp-rcns @exclusive
+  Scenario Outline: A contract presented after its expires_at is refused on the request path (<how>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And the host's clock seam can hold its expiry pass
+    And its [policies.rcns] sets enabled = true
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And <obtains>
+    When "alice" sends BOOK /room/{room} presenting the contract
+    Then the response is served under the contract
+    When the host's clock passes the contract's expires_at while its expiry pass is held
+    And "alice" sends BOOK /room/{room} presenting the contract
+    Then the response status is 464 with reason contract-revoked
+
+    @fixture:agtp-confirm-first
+    Examples:
+      | how                   | obtains                                                     | transport          |
+      | gate, confirm-first   | "alice" holds an active contract for BOOK /room/{room}      | TLS 1.3            |
+      | gate, confirm-first   | "alice" holds an active contract for BOOK /room/{room}      | plaintext loopback |
+      | PROPOSE, wrapped form | "alice" proposes BOOK /room/{room} remembered as "proposed" | TLS 1.3            |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | how                  | obtains                                                                        | transport          |
+      | PROPOSE, legacy form | "alice" proposes BOOK /room/{room} in the legacy form remembered as "proposed" | plaintext loopback |

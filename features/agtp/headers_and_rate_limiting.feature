@@ -74,6 +74,36 @@ Feature: Headers and rate limiting
       | TLS 1.3            |
       | plaintext loopback |
 
+  # Witnessed directly, not through the ceiling setup: the agent spent one
+  # gate evaluation obtaining its contract, then invokes it more times than
+  # its whole ceiling. Its next gate request must still be evaluated: a host
+  # that serves the invocations but counts them against the gate budget
+  # answers it 429.
+  @req:agtp.rcns.rate.contract-invocations-exempt @profile:agtp-rcns
+  Scenario Outline: Contract invocations leave the agent's gate budget untouched (<mode>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets mode = "<mode>"
+    And <ceiling>
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And "alice" holds an active contract for BOOK /room/{room} remembered as "held"
+    When "alice" sends BOOK /room/{room} presenting contract "held" <times> times
+    Then each of them is served under contract "held"
+    When "alice" sends BOOK /room/{fresh} with Allow-RCNS: true
+    Then the response status is not 429
+
+    @fixture:agtp-gate-strict
+    Examples:
+      | mode          | ceiling                                                 | times | transport          |
+      | confirm-first | its [policies.rcns] sets rate_limit_per_minute = 2      | 3     | TLS 1.3            |
+      | confirm-first | its [policies.rcns] sets rate_limit_per_minute = 2      | 5     | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | mode          | ceiling                                                 | times | transport          |
+      | optimistic    | its [policies.rcns] leaves rate_limit_per_minute unset  | 10    | plaintext loopback |
+      | optimistic    | its [policies.rcns] leaves rate_limit_per_minute unset  | 12    | TLS 1.3            |
+
   @req:agtp.rcns.idempotency.same-agent-replay @profile:agtp-rcns
   Scenario Outline: The same agent replaying a key gets the cached response [<transport>]
     Given an AGTP server reached over <transport>

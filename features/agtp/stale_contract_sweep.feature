@@ -267,3 +267,67 @@ Feature: Stale contract sweep
       | version | transport          |
       | 3       | TLS 1.3            |
       | v2.0.1  | plaintext loopback |
+
+  # The report lists every contract the sweep examined, not a sample: two
+  # drifted contracts of one agent on one recipe, another agent's on the same
+  # recipe, and a contract on a second recipe that was not edited, each with
+  # its own disposition.
+  @req:agtp.rcns.sweep.report-lists-every-contract @profile:agtp-rcns
+  Scenario Outline: The sweep report lists every contract it examined with its disposition (<mode>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
+    And recipe "lodging" is its own copy of room-booking, for BOOK /{lodging}/{id}
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "bob" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And agent "ops" has trust tier 1 and is granted "inspect:all"
+    And "alice" holds an active contract for BOOK /{booking}/{room} remembered as "first"
+    And "alice" holds an active contract for BOOK /{booking}/{room2} remembered as "second"
+    And "bob" holds an active contract for BOOK /{booking}/{room} remembered as "theirs"
+    And "alice" holds an active contract for BOOK /{lodging}/{room} remembered as "current"
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
+    And "ops" sends REVOKE target=stale-contracts mode=<mode> actor=ops-console
+    Then the sweep reports contract "first" as <disposition>
+    And the sweep reports contract "second" as <disposition>
+    And the sweep reports contract "theirs" as <disposition>
+    And the sweep reports contract "current" as unchanged
+
+    @fixture:agtp-confirm-first
+    Examples:
+      | mode        | disposition   | transport          |
+      | grandfather | grandfathered | TLS 1.3            |
+      | invalidate  | evicted       | plaintext loopback |
+
+    @fixture:agtp-optimistic
+    Examples:
+      | mode        | disposition   | transport          |
+      | invalidate  | evicted       | TLS 1.3            |
+      | grandfather | grandfathered | plaintext loopback |
+
+  # The sweep is operator-fired: on_policy_change = invalidate sets what a
+  # sweep does, and a recipe edit alone evicts nothing. The contract was
+  # synthesized under the recipe's first version; after the edit it is still
+  # its originator's, and serves.
+  @req:agtp.rcns.sweep.edit-harmless-until-sweep @profile:agtp-rcns
+  Scenario Outline: Under on_policy_change = invalidate a recipe edit alone leaves a live contract serving (<how>) [<transport>]
+    Given an AGTP server reached over <transport>
+    And the operator's recipe seam is available
+    And its [policies.rcns] sets enabled = true
+    And its [policies.rcns] sets on_policy_change = "invalidate"
+    And recipe "booking" is its own copy of room-booking, for BOOK /{booking}/{id}
+    And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
+    And <obtains>
+    When the operator edits recipe "booking" to version "2", which composes store-room-v2 and answers 202
+    And "alice" sends BOOK /{booking}/{room} presenting contract "live"
+    Then the response is served under contract "live"
+    When "alice" sends BOOK /{booking}/{room} presenting contract "live"
+    Then the response is served under contract "live"
+
+    @fixture:agtp-optimistic
+    Examples:
+      | how                   | obtains                                                                          | transport          |
+      | gate, optimistic      | "alice" holds an active contract for BOOK /{booking}/{room} remembered as "live" | TLS 1.3            |
+      | gate, optimistic      | "alice" holds an active contract for BOOK /{booking}/{room} remembered as "live" | plaintext loopback |
+      | PROPOSE, wrapped form | "alice" proposes BOOK /{booking}/{room} remembered as "live"                     | TLS 1.3            |
+      | PROPOSE, legacy form  | "alice" proposes BOOK /{booking}/{room} in the legacy form remembered as "live"  | plaintext loopback |

@@ -162,6 +162,15 @@ Feature: /v1/tool binding to a prior preflight
     Then the response status is 200
     And the WAL holds an autonomy.decision frame carrying that preflight's audit_id
 
+  @req:contractrefine.preflight.wal.audit-join-chronological @profile:contractrefine-tool-binding @fixture:contractrefine-enforce
+  Scenario: The audit query by audit_id lists the preflight before the tool decision it bound
+    Given a ContractRefine host whose runtime.contract_refine.mode is "enforce"
+    And the WAL seam is enabled
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent calls tool "tool.echo" bound to that preflight
+    Then the response status is 200
+    And the audit query for that preflight's audit_id lists its autonomy.preflight frame before the call's autonomy.decision frame
+
   @req:contractrefine.tool.binding-expires @profile:contractrefine-tool-binding @fixture:contractrefine-enforce @exclusive
   Scenario: Enforce mode runs a call bound to a pass until the pass expires, and denies it after
     Given a ContractRefine host in "enforce" mode whose preflight bindings last 3 seconds for the agent

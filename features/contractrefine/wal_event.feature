@@ -98,6 +98,22 @@ Feature: The autonomy.preflight WAL frame
       | whose plan step kind differs from the capability | for a plan whose params lack provenance          |
       | for a plan whose params lack provenance          | whose plan step kind differs from the capability |
 
+  # SIGKILL keeps the kernel's page cache, so a host that writes its frame
+  # and never fsyncs it passes the crash scenario; a power cut loses it.
+  @req:contractrefine.preflight.wal.decision-survives-power-cut @profile:contractrefine-preflight
+  Scenario Outline: Decisions answered just before a power cut are in the WAL after it
+    Given the host keeps its state on a disk whose power the suite can cut
+    When the agent requests a preflight <first>
+    And the agent requests a preflight <last>
+    And the power is cut under the host and it is started again
+    Then every decision so far has exactly one autonomy.preflight frame in the WAL
+    And every decision so far is returned verbatim by GET
+
+    Examples:
+      | first                                            | last                                             |
+      | for a plan that satisfies every contract         | for a plan whose params lack provenance          |
+      | whose plan step kind differs from the capability | for a plan that satisfies every contract         |
+
   @req:contractrefine.preflight.wal.decision-survives-restart @profile:contractrefine-preflight
   Scenario Outline: The WAL survives a clean restart
     Given the host keeps its state where the suite can restart it
@@ -111,3 +127,13 @@ Feature: The autonomy.preflight WAL frame
       | first                                            | last                                             |
       | for a plan that satisfies every contract         | for a plan whose params lack provenance          |
       | whose plan step kind differs from the capability | for a plan that satisfies every contract         |
+
+  # The audit query is the spec's CLI; the suite reads the same frames back
+  # through the WAL seam, selected by the scenario's own agent.
+  @req:contractrefine.preflight.wal.audit-query-chronological @profile:contractrefine-preflight
+  Scenario: The audit query returns an agent's decisions in the order they were answered
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent requests a preflight for a plan whose params lack provenance
+    And the agent requests a preflight whose plan step kind differs from the capability
+    And the agent requests a preflight for a plan that satisfies every contract
+    Then the audit query for the agent's autonomy.preflight frames lists its decisions in the order they were answered

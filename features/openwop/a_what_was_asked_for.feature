@@ -116,3 +116,34 @@ Feature: A negotiation record names the version that was asked for
       | ask        | agreed     |
       | 2025-05-01 | 2025-03-26 |
       | 2026-01-01 | 2025-11-25 |
+
+  # The RFC's Compatibility section: requested is optional, and records made
+  # before it existed stay valid on replay and poll. No exchange on the wire
+  # makes such a record today, so the host imports one through its
+  # legacy-record seam, as an upgrade would find it; the host must then read
+  # it as written (not refuse, drop or rewrite it) and read on past it.
+  @req:openwop.rfc0242.compatibility.record-without-requested-read @profile:openwop-rfc0242
+  Scenario Outline: A host event written before requested existed is replayed as written (<outcome> <protocol>, <how>)
+    Given the host serves <protocol> inbound
+    When tenant "<tenant>" makes 1 accepted inbound <protocol> exchange
+    And the host holds tenant "<tenant>"'s <outcome> <protocol> record written before requested existed, as a host event
+    And <subscribes>
+    Then that stream delivers the legacy record as it was written, without requested, before the record of an exchange tenant "<tenant>" makes after it opened
+
+    Examples:
+      | tenant | outcome  | protocol | how                        | subscribes                                                                       |
+      | acme   | accepted | A2A      | new subscription           | tenant "acme" opens a new host-event stream without Last-Event-ID                |
+      | globex | refused  | MCP      | new subscription           | tenant "globex" opens a new host-event stream without Last-Event-ID              |
+      | globex | accepted | MCP      | resumed with Last-Event-ID | tenant "globex" resumes its host-event stream after the record of its exchange 1 |
+      | acme   | refused  | A2A      | resumed with Last-Event-ID | tenant "acme" resumes its host-event stream after the record of its exchange 1   |
+
+  @req:openwop.rfc0242.compatibility.record-without-requested-read @profile:openwop-rfc0242
+  Scenario Outline: A run's record written before requested existed is polled as written (<outcome> <protocol>)
+    Given the host holds tenant "<tenant>"'s <outcome> <protocol> record written before requested existed, on a run's log
+    When tenant "<tenant>" polls that run's log
+    Then the log delivers the legacy record as it was written, without requested
+
+    Examples:
+      | tenant | outcome  | protocol |
+      | acme   | accepted | A2A      |
+      | globex | refused  | MCP      |

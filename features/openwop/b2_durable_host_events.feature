@@ -93,3 +93,62 @@ Feature: A durable host event is kept: it survives a restart, a new subscription
       | ask        | stops                        |
       | 2025-11-25 | crashes and is started again |
       | 2025-06-18 | is restarted                 |
+
+  # Tenant isolation on the paths a live stream does not take. A new
+  # subscription replays what was recorded before it opened: another
+  # tenant's records, made before it, must not be among what it replays.
+  # A reconnect naming another tenant's eventId in Last-Event-ID must not
+  # resume that tenant's stream (the host may refuse it, or read the id as
+  # unknown). Each stream is read until the record of an exchange the
+  # subscriber's tenant makes after it opened, and a little beyond.
+  @req:openwop.requirement.0242.inbound.recorded @profile:openwop-rfc0242
+  Scenario Outline: A new A2A subscription replays none of the records another tenant made before it opened
+    Given the host serves A2A inbound
+    When tenant "<tenant>" makes <own> accepted inbound A2A exchanges
+    And tenant "<other>" makes <made> accepted inbound A2A exchanges
+    And tenant "<tenant>" opens a new host-event stream without Last-Event-ID
+    Then that stream carries no record of tenant "<other>"'s, up to and past the record of an exchange tenant "<tenant>" makes after it opened
+
+    Examples:
+      | tenant | other  | own | made |
+      | acme   | globex | 1   | 2    |
+      | globex | acme   | 2   | 1    |
+
+  @req:openwop.requirement.0242.inbound.recorded.mcp @profile:openwop-rfc0242
+  Scenario Outline: A new MCP subscription replays none of the records another tenant made before it opened
+    Given the host serves MCP inbound
+    When tenant "<tenant>" makes <own> accepted inbound MCP exchanges
+    And tenant "<other>" makes <made> accepted inbound MCP exchanges
+    And tenant "<tenant>" opens a new host-event stream without Last-Event-ID
+    Then that stream carries no record of tenant "<other>"'s, up to and past the record of an exchange tenant "<tenant>" makes after it opened
+
+    Examples:
+      | tenant | other  | own | made |
+      | globex | acme   | 1   | 3    |
+      | acme   | globex | 1   | 1    |
+
+  @req:openwop.requirement.0242.inbound.recorded @profile:openwop-rfc0242
+  Scenario Outline: A reconnect naming another tenant's A2A record in Last-Event-ID delivers nothing of that tenant's
+    Given the host serves A2A inbound
+    When tenant "<tenant>" makes 1 accepted inbound A2A exchange
+    And tenant "<other>" makes 3 accepted inbound A2A exchanges
+    And tenant "<tenant>" reconnects to its host-event stream naming in Last-Event-ID the record of tenant "<other>"'s exchange <k>
+    Then that stream carries no record of tenant "<other>"'s, up to and past the record of an exchange tenant "<tenant>" makes after it opened
+
+    Examples:
+      | tenant | other  | k |
+      | acme   | globex | 1 |
+      | globex | acme   | 2 |
+
+  @req:openwop.requirement.0242.inbound.recorded.mcp @profile:openwop-rfc0242
+  Scenario Outline: A reconnect naming another tenant's MCP record in Last-Event-ID delivers nothing of that tenant's
+    Given the host serves MCP inbound
+    When tenant "<tenant>" makes 1 accepted inbound MCP exchange
+    And tenant "<other>" makes 3 accepted inbound MCP exchanges
+    And tenant "<tenant>" reconnects to its host-event stream naming in Last-Event-ID the record of tenant "<other>"'s exchange <k>
+    Then that stream carries no record of tenant "<other>"'s, up to and past the record of an exchange tenant "<tenant>" makes after it opened
+
+    Examples:
+      | tenant | other  | k |
+      | globex | acme   | 1 |
+      | acme   | globex | 2 |

@@ -7,7 +7,7 @@
 //	DELETE /effects       forget everything
 //	GET  /requests        {"requests":[...]}: every request /send and /lookup received, in order
 //	POST /faults          {"mode":"reject"|"fail_after_effect"|"garbage_after_effect"|"hang_after_effect"|
-//	                       "hang_before_effect"|"hang_lookup","count":n}
+//	                       "hang_before_effect"|"hang_lookup"|"receipt_after_effect","count":n,"receipt"?:JSON}
 //
 // With Idempotent set it honours the Idempotency-Key: a repeated key is
 // answered with the first receipt and no new effect (a fault armed for the
@@ -43,6 +43,10 @@ const (
 	FaultHang            = "hang_after_effect"    // effect, then no answer until the client gives up
 	FaultHangNoEffect    = "hang_before_effect"   // no effect, and no answer until the client gives up
 	FaultHangLookup      = "hang_lookup"          // the next lookups get no answer until the client gives up
+	// FaultReceipt takes the effect, then answers 200 with the fault's
+	// Receipt: well-formed JSON that the destination chose, for example one
+	// that does not match the contract's declared output type.
+	FaultReceipt = "receipt_after_effect"
 )
 
 // Request is one request /send or /lookup received, whatever came of it:
@@ -65,6 +69,8 @@ type Request struct {
 type Fault struct {
 	Mode  string `json:"mode"`
 	Count int    `json:"count"`
+	// Receipt is the body a receipt_after_effect fault answers with.
+	Receipt json.RawMessage `json:"receipt,omitempty"`
 }
 
 // Server is the fake destination. The zero value is not usable; use New.
@@ -144,20 +150,21 @@ func (s *Server) Inject(f Fault) {
 	s.mu.Unlock()
 }
 
-func take(list *[]Fault) string {
+func take(list *[]Fault) string { return takeFault(list).Mode }
+
+// takeFault consumes one use of the first armed fault and returns it.
+func takeFault(list *[]Fault) Fault {
 	if len(*list) == 0 {
-		return ""
+		return Fault{}
 	}
 	f := &(*list)[0]
 	f.Count--
-	mode := f.Mode
+	out := *f
 	if f.Count <= 0 {
 		*list = (*list)[1:]
 	}
-	return mode
+	return out
 }
-
-func (s *Server) takeFault() string { return take(&s.faults) }
 
 // record logs a request (the caller holds mu) and returns its index.
 func (s *Server) record(r *http.Request, body []byte, fault string) int {
@@ -194,7 +201,8 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 	}
 	key := r.Header.Get("Idempotency-Key")
 	s.mu.Lock()
-	mode := s.takeFault()
+	fault := takeFault(&s.faults)
+	mode := fault.Mode
 	req := s.record(r, body, mode)
 	switch mode {
 	case FaultReject:
@@ -229,6 +237,10 @@ func (s *Server) send(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"message_id": `)
 	case FaultHang:
 		s.hang(r, req)
+	case FaultReceipt:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(200)
+		w.Write(fault.Receipt)
 	default:
 		writeJSON(w, 200, map[string]any{"message_id": id, "duplicate": duplicate})
 	}
@@ -286,6 +298,11 @@ func (s *Server) addFault(w http.ResponseWriter, r *http.Request) {
 	}
 	switch f.Mode {
 	case FaultReject, FaultFailAfterEffect, FaultGarbage, FaultHang, FaultHangNoEffect, FaultHangLookup:
+	case FaultReceipt:
+		if !json.Valid(f.Receipt) {
+			writeJSON(w, 422, map[string]any{"error": "receipt_after_effect needs a JSON receipt"})
+			return
+		}
 	default:
 		writeJSON(w, 422, map[string]any{"error": "unknown mode"})
 		return

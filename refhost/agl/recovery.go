@@ -115,6 +115,16 @@ func (h *Host) recoverOrphans(ctx context.Context) (int, error) {
 	return n, err
 }
 
+// sameDeployment says whether the deployment a snapshot bound is the one
+// this host would send an operation to.
+func sameDeployment(bound any, d Destination) bool {
+	m, _ := bound.(map[string]any)
+	url, _ := m["destination"].(string)
+	account, _ := m["account"].(string)
+	idem, _ := m["destination_idempotent"].(bool)
+	return m != nil && url == d.URL && account == d.Account && idem == d.HonoursIdempotencyKey
+}
+
 // resume settles, where it safely can, an operation recovery just declared
 // Unknown: when its contract promises deduplication by key and the
 // destination honours the key, sending it again under the same key is a
@@ -122,8 +132,9 @@ func (h *Host) recoverOrphans(ctx context.Context) (int, error) {
 // attempt took effect). Before it contacts anything it checks that the
 // operation would run exactly as it was approved: the registered contract,
 // the trusted implementation, the deployment policy and the canonical
-// encoding must still have the fingerprints its proposal recorded, and the
-// grant and the permit must still be valid. Any difference stops recovery:
+// encoding must still have the fingerprints its proposal recorded, the
+// deployment (destination, account, deduplication) must be the one the
+// snapshot bound, and the grant and the permit must still be valid. Any difference stops recovery:
 // the operation stays Unknown for a human or a receiver lookup, and the
 // audit trail says why (recovery_stopped).
 func (h *Host) resume(o *operationRow) {
@@ -146,11 +157,24 @@ func (h *Host) resume(o *operationRow) {
 		return // nothing may be retried: it waits for reconciliation
 	}
 	stop := func(code, detail string) {
-		h.st.tx(ctx, func(tx *sql.Tx) error {
-			return h.audit(tx, auditRecord{Event: "recovery_stopped", ExecutionID: o.ExecutionID, OperationID: o.ID, QualifiedName: o.QualifiedName,
-				Principal: o.Principal, AgentID: o.AgentID, ProposalID: o.ProposalID, ProposalDigest: o.SnapshotDigest, PermitID: o.PermitID,
-				ContractFingerprint: c.Fingerprint, PolicyFingerprint: h.policyFP, Attempt: o.Attempt, Outcome: "Unknown", DenialCode: code, Detail: detail})
-		})
+		// The record is the only trace of why recovery stopped, so a write
+		// lost to a busy store is tried again until the deadline.
+		for {
+			err := h.st.tx(ctx, func(tx *sql.Tx) error {
+				return h.audit(tx, auditRecord{Event: "recovery_stopped", ExecutionID: o.ExecutionID, OperationID: o.ID, QualifiedName: o.QualifiedName,
+					Principal: o.Principal, AgentID: o.AgentID, ProposalID: o.ProposalID, ProposalDigest: o.SnapshotDigest, PermitID: o.PermitID,
+					ContractFingerprint: c.Fingerprint, PolicyFingerprint: h.policyFP, Attempt: o.Attempt, Outcome: "Unknown", DenialCode: code, Detail: detail})
+			})
+			if err == nil {
+				break
+			}
+			h.log.Error("agl: could not record that recovery stopped; trying again", "operation", o.ID, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 		h.log.Warn("agl: recovery stopped; the operation waits for reconciliation", "operation", o.ID, "code", code, "detail", detail)
 	}
 	canon, _ := p.Snapshot["canon_version"].(string)
@@ -166,6 +190,11 @@ func (h *Host) resume(o *operationRow) {
 		return
 	case canon != CanonVersion:
 		stop("canonicalization_mismatch", "approved under "+canon+"; this host encodes "+CanonVersion)
+		return
+	case !sameDeployment(p.Snapshot["deployment"], dest):
+		// The destination, account or deduplication promise the approval
+		// bound is not the one this host would send to.
+		stop("proposal_mismatch", "the approved deployment differs from this host's: "+dest.URL+" as "+dest.Account)
 		return
 	}
 	var permit *permitRow

@@ -39,6 +39,10 @@ type Host struct {
 
 	clockMu sync.Mutex
 	offset  time.Duration
+	// expiryHeld stops the expiry pass (the janitor's, and the one a sweep
+	// runs first) while the clock seam holds it; the request path still
+	// refuses a contract past its expires_at.
+	expiryHeld bool
 
 	rl   *rateLimiter
 	idem keyedMutex
@@ -164,6 +168,12 @@ func (h *Host) janitor() {
 // rcns_release reason ttl-expired) and forgets old tombstones and cached
 // idempotent responses.
 func (h *Host) expireDue(ctx context.Context) error {
+	h.clockMu.Lock()
+	held := h.expiryHeld
+	h.clockMu.Unlock()
+	if held {
+		return nil
+	}
 	now := h.now()
 	tx, err := h.db.BeginTx(ctx, nil)
 	if err != nil {

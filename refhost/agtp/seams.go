@@ -16,7 +16,9 @@ const SeamPrefix = "/conformance/seams/agtp/"
 //	GET    recipes              current recipe policy
 //	PUT    recipes/{name}       {"version","method","path","composed_of","success_status"}: add or edit a recipe (as after a config edit and restart)
 //	DELETE recipes/{name}       remove a recipe from policy
-//	POST   clock/advance        {"seconds": n}: move the host clock forward, then expire due contracts
+//	POST   clock/advance        {"seconds": n}: move the host clock forward, then expire due contracts;
+//	                            {"seconds": n, "expiry_pass": false}: move it and hold the expiry pass
+//	                            (background and sweep) until an advance without expiry_pass false
 //	POST   sweep                {"mode", "actor"}: the operator console's stale-contract sweep
 //	GET    events?agent_id=&type=  lifecycle events (rcns_release ...)
 func (h *Host) Seams() http.Handler {
@@ -79,20 +81,28 @@ func (h *Host) Seams() http.Handler {
 	})
 	mux.HandleFunc("POST "+SeamPrefix+"clock/advance", func(w http.ResponseWriter, r *http.Request) {
 		var b struct {
-			Seconds float64 `json:"seconds"`
+			Seconds    float64 `json:"seconds"`
+			ExpiryPass *bool   `json:"expiry_pass"`
 		}
 		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&b); err != nil || b.Seconds <= 0 {
 			writeJSON(w, 400, map[string]any{"error": "need {\"seconds\": n} with n > 0"})
 			return
 		}
+		hold := b.ExpiryPass != nil && !*b.ExpiryPass
 		h.clockMu.Lock()
 		h.offset += time.Duration(b.Seconds * float64(time.Second))
+		h.expiryHeld = hold
 		h.clockMu.Unlock()
+		if hold {
+			h.log.Warn("agtp seam: clock moved, expiry pass held", "seconds", b.Seconds)
+			writeJSON(w, 200, map[string]any{"now": h.now().Format(time.RFC3339Nano), "expiry_pass": "held"})
+			return
+		}
 		if err := h.expireDue(r.Context()); err != nil {
 			writeJSON(w, 500, map[string]any{"error": err.Error()})
 			return
 		}
-		writeJSON(w, 200, map[string]any{"now": h.now().Format(time.RFC3339Nano)})
+		writeJSON(w, 200, map[string]any{"now": h.now().Format(time.RFC3339Nano), "expiry_pass": "ran"})
 	})
 	mux.HandleFunc("POST "+SeamPrefix+"sweep", func(w http.ResponseWriter, r *http.Request) {
 		var b struct{ Mode, Actor string }

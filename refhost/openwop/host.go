@@ -111,6 +111,8 @@ func (h *Host) Seams() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /conformance/seams/sample/a2a/invoke", h.seamA2AInvoke)
 	mux.HandleFunc("POST /conformance/seams/sample/mcp/invoke", h.seamMCPInvoke)
+	mux.HandleFunc("POST /conformance/seams/sample/legacy/host-event", h.seamLegacyHostEvent)
+	mux.HandleFunc("POST /conformance/seams/sample/legacy/run", h.seamLegacyRun)
 	return mux
 }
 

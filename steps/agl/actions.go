@@ -210,6 +210,7 @@ func (s *state) approveSend(ctx context.Context, to string) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
+	s.lastTo = to
 	if err := s.createDraft(ctx, s.me.mailbox, to); err != nil {
 		return err
 	}
@@ -460,7 +461,11 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent proposes sending the draft (\d+) times at once$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		return s.concurrently(ctx, n, false, api+"/proposals", s.action(s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
+		fresh := func(ctx context.Context) error { return s.createDraft(ctx, s.me.mailbox, "bob@example.com") }
+		return s.contend(ctx, "proposers", fresh, func(ctx context.Context) ([]*steps.Response, *steps.Response, error) {
+			err := s.concurrently(ctx, n, false, api+"/proposals", s.action(s.sendOp, map[string]any{"draft": s.latestHandle}, s.grant()))
+			return s.results, nil, err
+		})
 	})
 	c.Setup(preApprovalRequested, `^approval of the proposal is requested(?: for (\d+) seconds?)?$`, func(ctx context.Context, ttl string) error {
 		n := 600
@@ -637,19 +642,11 @@ func registerActions(c *steps.Catalog) {
 	})
 	c.When(`^the agent dispatches the approved send (\d+) times at once$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		b, err := s.approvedBody()
-		if err != nil {
-			return err
-		}
-		return s.concurrently(ctx, n, false, api+"/dispatch", b)
+		return s.contend(ctx, "claimers", s.freshSend, s.dispatchAtOnce(n, false))
 	})
 	c.When(`^the agent dispatches the approved send at both hosts at once, (\d+) times each$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
-		b, err := s.approvedBody()
-		if err != nil {
-			return err
-		}
-		return s.concurrently(ctx, 2*n, true, api+"/dispatch", b)
+		return s.contend(ctx, "claimers", s.freshSend, s.dispatchAtOnce(2*n, true))
 	})
 	c.When(`^the agent starts dispatching the approved send$`, func(ctx context.Context) error {
 		s := st(ctx)
@@ -687,35 +684,7 @@ func registerActions(c *steps.Catalog) {
 		if err := s.ensure(ctx); err != nil {
 			return err
 		}
-		rev, err := s.revision(ctx)
-		if err != nil {
-			return err
-		}
-		body, err := s.approvedBody()
-		if err != nil {
-			return err
-		}
-		edit := map[string]any{"owner": s.me.principal, "expected_revision": rev,
-			"payload": map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Edited in a race."}}
-		var wg sync.WaitGroup
-		var derr, eerr error
-		gate := make(chan struct{})
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			<-gate
-			var r *steps.Response
-			r, derr = s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
-			s.results = []*steps.Response{r}
-		}()
-		go func() {
-			defer wg.Done()
-			<-gate
-			s.editResult, eerr = s.call(ctx, false, http.MethodPut, api+"/resources/"+s.draftID, roleNone, edit, false)
-		}()
-		close(gate)
-		wg.Wait()
-		return first(derr, eerr)
+		return s.contend(ctx, "claimer and editor", s.freshSend, s.dispatchWhileEditing)
 	})
 
 	// Conditions a dispatch meets (several at once for the step-order rows).
@@ -1103,4 +1072,59 @@ func delegate(ctx context.Context, how string) error {
 		return steps.Precondition(preDelegated, &steps.Failure{Msg: "the narrower delegation was refused or carries no grant_token: " + r.String(), Exchange: r})
 	}
 	return nil
+}
+
+// freshSend makes the next round's subject in a contention raced for real:
+// a new approved send to the same recipient.
+func (s *state) freshSend(ctx context.Context) error {
+	if s.lastTo == "" {
+		return steps.Fault("a contention round needs an approved send made earlier")
+	}
+	return s.approveSend(ctx, s.lastTo)
+}
+
+// dispatchAtOnce races n dispatches of the approved send (every other one
+// at the second host when alternate is set).
+func (s *state) dispatchAtOnce(n int, alternate bool) func(context.Context) ([]*steps.Response, *steps.Response, error) {
+	return func(ctx context.Context) ([]*steps.Response, *steps.Response, error) {
+		b, err := s.approvedBody()
+		if err != nil {
+			return nil, nil, err
+		}
+		err = s.concurrently(ctx, n, alternate, api+"/dispatch", b)
+		return s.results, nil, err
+	}
+}
+
+// dispatchWhileEditing races a dispatch of the approved send with an edit
+// of its draft at the revision the send was approved at.
+func (s *state) dispatchWhileEditing(ctx context.Context) ([]*steps.Response, *steps.Response, error) {
+	rev, err := s.revision(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	body, err := s.approvedBody()
+	if err != nil {
+		return nil, nil, err
+	}
+	edit := map[string]any{"owner": s.me.principal, "expected_revision": rev,
+		"payload": map[string]any{"from": s.me.mailbox, "to": []string{"bob@example.com"}, "subject": "Quarterly numbers", "body": "Edited in a race."}}
+	var wg sync.WaitGroup
+	var derr, eerr error
+	var d, e *steps.Response
+	gate := make(chan struct{})
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-gate
+		d, derr = s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
+	}()
+	go func() {
+		defer wg.Done()
+		<-gate
+		e, eerr = s.call(ctx, false, http.MethodPut, api+"/resources/"+s.draftID, roleNone, edit, false)
+	}()
+	close(gate)
+	wg.Wait()
+	return []*steps.Response{d}, e, first(derr, eerr)
 }

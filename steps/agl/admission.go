@@ -135,27 +135,6 @@ func (s *state) scopeID(name string) (string, error) {
 	return id, nil
 }
 
-// armBarrier arms the host's barrier seam: the next parties requests that
-// reach one of the points wait there until all have arrived.
-func (s *state) armBarrier(ctx context.Context, points []string, parties int) error {
-	if err := s.ensure(ctx); err != nil {
-		return err
-	}
-	w := steps.From(ctx)
-	// Scoped to the scenario's draft: other scenarios race on the same
-	// host, each at a barrier of its own resource.
-	if s.draftID == "" {
-		return steps.Fault("a barrier is armed for the scenario's draft: draft one first")
-	}
-	b := map[string]any{"points": points, "parties": parties, "timeout_ms": 5000, "resource_id": s.draftID}
-	body := mustJSON(b)
-	r, err := w.Seam(ctx, http.MethodPost, seamPath+"/barrier", body, http.Header{"Content-Type": {"application/json"}})
-	if err != nil {
-		return err
-	}
-	return w.Assert(r.Status == http.StatusCreated, "the host's barrier seam refused %v for %d parties: %s", points, parties, r)
-}
-
 func registerAdmission(c *steps.Catalog) {
 	c.Given(`^the host admits (\d+) dispatch(?:es)? at a time and lets a dispatch wait (\d+) ms for capacity$`, func(ctx context.Context, n, ms int) error {
 		// An account that takes one dispatch at a time: the fixture's
@@ -248,6 +227,32 @@ func registerAdmission(c *steps.Catalog) {
 		return w.Assert(steps.Text(m["in_use"]) == "0" && steps.Text(m["waiting"]) == "0" && len(res) == 0,
 			"with nothing in flight the host holds %v slot(s) of account %s, has %v waiting and reserves %v", m["in_use"], s.mail.account, m["waiting"], res)
 	})
+	c.Then(`^the host soon holds no admission slot for the account$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		var last map[string]any
+		err := poll(ctx, "the host still holds a slot of the account or has a dispatch waiting", func() (bool, error) {
+			m, err := s.admissionState(ctx)
+			last = m
+			return err == nil && steps.Text(m["in_use"]) == "0" && steps.Text(m["waiting"]) == "0", err
+		})
+		if err != nil {
+			return err
+		}
+		return w.Assert(last != nil, "no admission figures were read")
+	})
+	c.Then(`^the destination was sent only dispatch "([^"]*)"'s message$`, func(ctx context.Context, name string) error {
+		s, w := st(ctx), steps.From(ctx)
+		n, ok := s.named[name]
+		if !ok || n.opID == "" {
+			return steps.Fault("no dispatch named %q with an operation", name)
+		}
+		w.Observe(nil)
+		sent := s.mail.sends()
+		if err := w.Assert(len(sent) == 1, "the destination was asked for %d send(s), want only dispatch %q's", len(sent), name); err != nil {
+			return err
+		}
+		return w.Assert(sent[0].operation == n.opID, "the destination was asked to send operation %q, want dispatch %q's %q", sent[0].operation, name, n.opID)
+	})
 	c.When(`^the agent dispatches the approved send (\d+) times, one after another$`, func(ctx context.Context, n int) error {
 		s := st(ctx)
 		s.results = nil
@@ -281,11 +286,13 @@ func registerAdmission(c *steps.Catalog) {
 	})
 
 	// The barrier: contenders meet before the transaction they race for.
+	// A host without the barrier seam is raced for real, over many rounds
+	// (contention.go).
 	c.When(`^the hosts? holds? the next (\d+) (claimers|proposers) until all have arrived$`, func(ctx context.Context, n int, who string) error {
-		return st(ctx).armBarrier(ctx, map[string][]string{"claimers": {"claim"}, "proposers": {"propose"}}[who], n)
+		return st(ctx).armBarrier(ctx, who, map[string][]string{"claimers": {"claim"}, "proposers": {"propose"}}[who], n)
 	})
 	c.When(`^the host holds the next claimer and editor until both have arrived$`, func(ctx context.Context) error {
-		return st(ctx).armBarrier(ctx, []string{"claim", "edit"}, 2)
+		return st(ctx).armBarrier(ctx, "claimer and editor", []string{"claim", "edit"}, 2)
 	})
 
 	// Budget scopes.

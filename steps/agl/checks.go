@@ -217,8 +217,22 @@ func registerChecks(c *steps.Catalog) {
 
 	// The destinations, as the suite counts them.
 	c.Then(`^the destination received (no message|exactly one message)$`, func(ctx context.Context, what string) error {
-		s := st(ctx)
-		return s.expectMessages(ctx, s.mail, "destination", map[string]int{"no message": 0, "exactly one message": 1}[what])
+		s, w := st(ctx), steps.From(ctx)
+		want := map[string]int{"no message": 0, "exactly one message": 1}[what]
+		if per, ok := s.perRoundMessages(); ok {
+			// Raced for real over rounds: each round's own subject.
+			if err := s.leaseCheck(w); err != nil {
+				return err
+			}
+			w.Observe(nil)
+			for i, n := range per {
+				if err := w.Assert(n == want, "in contention round %d of %d the destination received %d message(s), want %d", i+1, len(per), n, want); err != nil {
+					return err
+				}
+			}
+			return s.expectMessages(ctx, s.mail, "destination", want*len(per))
+		}
+		return s.expectMessages(ctx, s.mail, "destination", want)
 	})
 	c.Then(`^neither destination received a message$`, func(ctx context.Context) error {
 		s := st(ctx)
@@ -392,15 +406,26 @@ func registerChecks(c *steps.Catalog) {
 	})
 	c.Then(`^the draft is "([^"]*)"(?: at revision (\d+))?$`, func(ctx context.Context, state, rev string) error {
 		s, w := st(ctx), steps.From(ctx)
-		m, err := s.resource(ctx)
-		if err != nil {
-			return err
+		drafts := []string{s.draftID}
+		if s.race != nil && len(s.race.drafts) > 1 {
+			drafts = s.race.drafts // raced for real: every round's draft
 		}
-		if err := w.Assert(str(m, "state") == state, "the draft is %q, want %q", str(m, "state"), state); err != nil {
-			return err
-		}
-		if rev != "" {
-			return w.Assert(steps.Text(m["revision"]) == rev, "the draft is at revision %v, want %s", m["revision"], rev)
+		last := s.draftID
+		defer func() { s.draftID = last }()
+		for _, id := range drafts {
+			s.draftID = id
+			m, err := s.resource(ctx)
+			if err != nil {
+				return err
+			}
+			if err := w.Assert(str(m, "state") == state, "the draft %s is %q, want %q", id, str(m, "state"), state); err != nil {
+				return err
+			}
+			if rev != "" {
+				if err := w.Assert(steps.Text(m["revision"]) == rev, "the draft %s is at revision %v, want %s", id, m["revision"], rev); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -527,54 +552,80 @@ func registerChecks(c *steps.Catalog) {
 	// Concurrency.
 	c.Then(`^exactly one dispatch completed and every other was refused as a claimed permit$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
-		ok := 0
-		for _, r := range s.results {
-			m, _ := r.JSON()
-			switch {
-			case r.Status == 200 && str(m, "state") == "Completed":
-				ok++
-				s.opID = str(m, "operation_id")
-			case r.Status == 409 && str(m, "error.code") == "permit_consumed" && str(m, "error.category") == "permit_claimed":
-			default:
-				return w.Assert(false, "a contended dispatch answered neither Completed nor permit_consumed: %s", r)
+		defer s.noteContention(w, "one dispatch completed per permit")
+		rounds := s.raceRounds()
+		for i, round := range rounds {
+			ok := 0
+			for _, r := range round {
+				m, _ := r.JSON()
+				switch {
+				case r.Status == 200 && str(m, "state") == "Completed":
+					ok++
+					s.opID = str(m, "operation_id")
+				case r.Status == 409 && str(m, "error.code") == "permit_consumed" && str(m, "error.category") == "permit_claimed":
+				default:
+					return w.Assert(false, "a contended dispatch (round %d of %d) answered neither Completed nor permit_consumed: %s", i+1, len(rounds), r)
+				}
 			}
-		}
-		return w.Assert(ok == 1, "%d of %d contended dispatches of one permit completed", ok, len(s.results))
-	})
-	c.Then(`^exactly one proposal was accepted and every other was refused as a stale revision or invalid state$`, func(ctx context.Context) error {
-		s, w := st(ctx), steps.From(ctx)
-		ok := 0
-		for _, r := range s.results {
-			m, _ := r.JSON()
-			code := str(m, "error.code")
-			switch {
-			case r.Status == 201:
-				ok++
-			case r.Status == 409 && (code == "stale_revision" || code == "invalid_protocol_state"):
-			default:
-				return w.Assert(false, "a concurrent proposal answered %s", r)
-			}
-		}
-		return w.Assert(ok == 1, "%d of %d concurrent proposals of one revision were accepted", ok, len(s.results))
-	})
-	c.Then(`^exactly one of the dispatch and the edit took effect$`, func(ctx context.Context) error {
-		s, w := st(ctx), steps.From(ctx)
-		d, e := s.results[0], s.editResult
-		dm, _ := d.JSON()
-		sent := d.Status == 200 && str(dm, "state") == "Completed"
-		edited := e.Status == 200
-		if err := w.Assert(sent != edited, "dispatch %s and edit %s: want exactly one to take effect", d, e); err != nil {
-			return err
-		}
-		want := 0
-		if sent {
-			want = 1
-		} else {
-			if err := w.Assert(d.Status == 409, "the losing dispatch answered %s", d); err != nil {
+			if err := w.Assert(ok == 1, "%d of %d contended dispatches of one permit completed (round %d of %d)", ok, len(round), i+1, len(rounds)); err != nil {
 				return err
 			}
 		}
-		return s.expectMessages(ctx, s.mail, "destination", want)
+		return nil
+	})
+	c.Then(`^exactly one proposal was accepted and every other was refused as a stale revision or invalid state$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		defer s.noteContention(w, "one proposal accepted per revision")
+		rounds := s.raceRounds()
+		for i, round := range rounds {
+			ok := 0
+			for _, r := range round {
+				m, _ := r.JSON()
+				code := str(m, "error.code")
+				switch {
+				case r.Status == 201:
+					ok++
+				case r.Status == 409 && (code == "stale_revision" || code == "invalid_protocol_state"):
+				default:
+					return w.Assert(false, "a concurrent proposal (round %d of %d) answered %s", i+1, len(rounds), r)
+				}
+			}
+			if err := w.Assert(ok == 1, "%d of %d concurrent proposals of one revision were accepted (round %d of %d)", ok, len(round), i+1, len(rounds)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	c.Then(`^exactly one of the dispatch and the edit took effect$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		defer s.noteContention(w, "one of a dispatch and an edit took effect")
+		if s.race == nil || len(s.race.rounds) == 0 {
+			return steps.Fault("no dispatch raced an edit")
+		}
+		per, multi := s.perRoundMessages()
+		for i := range s.race.rounds {
+			d, e := s.race.rounds[i][0], s.race.edits[i]
+			dm, _ := d.JSON()
+			sent := d.Status == 200 && str(dm, "state") == "Completed"
+			edited := e.Status == 200
+			if err := w.Assert(sent != edited, "dispatch %s and edit %s (round %d of %d): want exactly one to take effect", d, e, i+1, len(s.race.rounds)); err != nil {
+				return err
+			}
+			want := 0
+			if sent {
+				want = 1
+			} else if err := w.Assert(d.Status == 409, "the losing dispatch (round %d of %d) answered %s", i+1, len(s.race.rounds), d); err != nil {
+				return err
+			}
+			if !multi {
+				return s.expectMessages(ctx, s.mail, "destination", want)
+			}
+			w.Observe(nil)
+			if err := w.Assert(per[i] == want, "in contention round %d of %d the destination received %d message(s), want %d", i+1, len(per), per[i], want); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	c.Then(`^while the call is paused the operation is "([^"]*)", the permit is consumed and the draft is "([^"]*)"$`, func(ctx context.Context, opState, draft string) error {
 		s, w := st(ctx), steps.From(ctx)
@@ -745,6 +796,44 @@ func registerChecks(c *steps.Catalog) {
 			return err
 		}
 		return w.Assert(len(recs) >= 5, "the operation's audit trail has only %d records", len(recs))
+	})
+	c.Then(`^the operation's audit trail holds one retry record for each attempt the operation made after the first, numbered from 2, and its claim record says attempt 1$`, func(ctx context.Context) error {
+		s, w := st(ctx), steps.From(ctx)
+		m, err := s.operation(ctx)
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(steps.Text(m["attempt"]))
+		if err := w.Assert(err == nil && n >= 1, "the operation says it made %v attempt(s)", m["attempt"]); err != nil {
+			return err
+		}
+		// The attempts the operation reports are the ones the destination
+		// was asked for: the count the audit is held to is the wire's.
+		w.Observe(nil)
+		if err := w.Assert(len(s.mail.sends()) == n, "the destination was sent %d request(s), the operation says it made %d attempt(s)", len(s.mail.sends()), n); err != nil {
+			return err
+		}
+		recs, r, err := s.auditOf(ctx, s.opID)
+		if err != nil {
+			return err
+		}
+		if err := w.ExpectSchema("agl/audit-page.json", r.Body); err != nil {
+			return err
+		}
+		claims := events(recs, "claimed")
+		if err := w.Assert(len(claims) == 1 && steps.Text(claims[0]["attempt"]) == "1", "want one claim record with attempt 1: %v", claims); err != nil {
+			return err
+		}
+		var got []string
+		for _, rec := range events(recs, "retry") {
+			got = append(got, steps.Text(rec["attempt"]))
+		}
+		var want []string
+		for k := 2; k <= n; k++ {
+			want = append(want, strconv.Itoa(k))
+		}
+		w.Note("the operation made %d attempt(s); retry records carry attempts %v", n, got)
+		return w.Assert(slices.Equal(got, want), "the operation made %d attempt(s), so its trail should hold retry records with attempts %v in order; it holds %v", n, want, got)
 	})
 	c.Then(`^it names the execution id, the operation id, the principal and the proposal digest in every record$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)

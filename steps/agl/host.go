@@ -23,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/fixtures"
@@ -44,7 +45,9 @@ func Register(c *steps.Catalog) {
 	registerActions(c)
 	registerChecks(c)
 	registerRuntime(c)
-	registerChecker(c) // the workflow checker, checker.go
+	registerChecker(c)    // the workflow checker, checker.go
+	registerInterfaces(c) // receipts, repeats and contract interfaces, interface.go
+	registerModel(c)      // the permit model, model.go
 }
 
 // destination is a fake destination account the scenario leased from its
@@ -170,7 +173,9 @@ type state struct {
 	// (a dispatch started by name or in the background): waits for the
 	// host go on while there are some (steps.Await).
 	inflight atomic.Int32
-	keys     keys
+	// history is the calls of the permit model's clients (model.go).
+	history []porcupine.Operation
+	keys    keys
 	// id makes the scenario's names its own on a host other scenarios
 	// share: its contracts' qualified names end in it.
 	id                           string
@@ -190,8 +195,9 @@ type state struct {
 	ready          bool
 	emailIdem      string
 	emailAttempts  int
-	emailBackoff   int      // the email contract's backoff_ms, when set
-	emailRetryOn   []string // the email contract's retry selector, when set
+	emailBackoff   int            // the email contract's backoff_ms, when set
+	emailRetryOn   []string       // the email contract's retry selector, when set
+	emailOutput    map[string]any // the email contract's output type, when not the default
 	implementation map[string]string
 
 	exec   string
@@ -222,6 +228,8 @@ type state struct {
 	async         chan asyncResult
 	results       []*steps.Response
 	editResult    *steps.Response
+	race          *contention // how the scenario races contenders
+	lastTo        string      // the recipient of the last approved send
 	audit         []map[string]any
 
 	legacyArgs map[string]any       // the arguments of the last legacy call
@@ -526,7 +534,7 @@ func (x result) want(precondition string, statuses ...int) (map[string]any, erro
 			return m, steps.Precondition(precondition, err)
 		}
 	}
-	return nil, steps.Precondition(precondition, &steps.Failure{Msg: "the host refused a step the scenario depends on: " + x.r.String(), Exchange: x.r})
+	return nil, steps.Precondition(precondition, &steps.Failure{Msg: "a step the scenario depends on: " + x.r.Unexpected(statuses...), Exchange: x.r})
 }
 
 func str(m map[string]any, path string) string {
@@ -694,6 +702,9 @@ func (s *state) emailContract(ctx context.Context, name, version string, attempt
 		"approval_requirement":   map[string]any{"required": true, "role": "operator"},
 		"idempotency_contract":   map[string]any{"kind": s.emailIdem},
 		"scheduling_contract":    s.emailScheduling(attempts),
+	}
+	if s.emailOutput != nil {
+		c["output_type"] = s.emailOutput
 	}
 	if s.mail != nil {
 		c["destination_account"] = s.mail.account

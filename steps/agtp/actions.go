@@ -264,6 +264,12 @@ func (s *state) observeAs(agentName string, r *steps.Response) {
 		sid, _ := field(doc, "synthesis_id").(string)
 		s.preview = preview{agent: agentName, method: r.Method, target: r.URL, sid: sid}
 	}
+	if (r.Status == 461 || (r.Method == "PROPOSE" && r.Status == 263)) && doc != nil {
+		sid, _ := field(doc, "synthesis_id").(string)
+		if at, _ := field(doc, "expires_at").(string); sid != "" && at != "" {
+			s.expiresAt[sid] = at
+		}
+	}
 	if r.Status == 461 && doc != nil {
 		if sid, _ := field(doc, "synthesis_id").(string); sid != "" {
 			s.noteIssued(sid)

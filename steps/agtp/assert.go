@@ -61,7 +61,7 @@ func expectReason(w *steps.World, status int, reason string) (map[string]any, er
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Assert(r.Status == status, "expected status %d: %s", status, r); err != nil {
+	if err := w.Assert(r.Status == status, "%s", r.Unexpected(status)); err != nil {
 		return nil, err
 	}
 	doc, err := r.JSON()
@@ -88,7 +88,7 @@ func failedComposition(w *steps.World) error {
 	if err != nil {
 		return err
 	}
-	if err := w.Assert(r.Status == 464, "expected status 464 for a pair whose composition fails: %s", r); err != nil {
+	if err := w.Assert(r.Status == 464, "a pair whose composition fails: %s", r.Unexpected(464)); err != nil {
 		return err
 	}
 	doc, err := r.JSON()

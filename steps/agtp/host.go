@@ -46,6 +46,7 @@ func Register(c *steps.Catalog) {
 	registerActions(c)
 	registerAssertions(c)
 	registerPropose(c)
+	registerWitness(c)
 }
 
 type agent struct {
@@ -89,6 +90,7 @@ type state struct {
 	mine        map[string]bool // every synthesis_id issued to one of the scenario's agents
 
 	issued        map[string]time.Time // synthesis_id -> when the suite first saw it issued
+	expiresAt     map[string]string    // synthesis_id -> the expires_at its 461 or 263 named
 	proposal      string               // the last proposal_id a 261 named
 	lastAttempt   string               // the RCNS-Attempt-Id last inspected
 	attemptReason string               // the reason the answer carrying lastAttempt gave
@@ -122,7 +124,7 @@ func st(ctx context.Context) *state {
 		s := &state{salt: salt, knobs: map[string]any{}, agents: map[string]*agent{},
 			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
 			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}, onPurpose: map[string]bool{},
-			mine: map[string]bool{}, recipes: map[string]string{}}
+			mine: map[string]bool{}, recipes: map[string]string{}, expiresAt: map[string]string{}}
 		for _, p := range []string{"room", "room2", "slot", "suite", "desk", "hall"} {
 			s.places[p] = p + "-" + salt
 		}

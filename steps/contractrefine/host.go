@@ -25,6 +25,7 @@ func Register(c *steps.Catalog) {
 	registerPreflight(c)
 	registerWAL(c)
 	registerTool(c)
+	registerModel(c) // the decisions model, model.go
 }
 
 // section is the ContractRefine section of the fixture the scenario runs

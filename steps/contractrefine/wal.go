@@ -107,6 +107,13 @@ func preflightFrame(ctx context.Context) (frame, decision, error) {
 	return fs[0], d, nil
 }
 
+// The registry's preconditions of the audit query's order: the frames
+// whose order is checked must be there to be ordered.
+const (
+	agentFramesPrecondition = "contractrefine.precondition.agent-frames"
+	auditJoinPrecondition   = "contractrefine.precondition.audit-join"
+)
+
 func registerWAL(c *steps.Catalog) {
 	c.Then(`^the WAL holds exactly one autonomy\.preflight frame for that preflight$`, func(ctx context.Context) error {
 		w := steps.From(ctx)
@@ -140,6 +147,87 @@ func registerWAL(c *steps.Catalog) {
 			}
 		}
 		return nil
+	})
+	c.Then(`^the audit query for the agent's autonomy\.preflight frames lists its decisions in the order they were answered$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		if err := s.allDecided(); err != nil {
+			return err
+		}
+		if len(s.decisions) < 3 {
+			return steps.Fault("the scenario checks the order of %d decision(s); it needs at least three", len(s.decisions))
+		}
+		// The scenario's agent is its own, so the frames it names are the
+		// scenario's decisions and no other scenario's.
+		fs, err := frames(ctx, "autonomy.preflight", map[string]string{"actor_agent_id": s.agent})
+		if err != nil {
+			return err
+		}
+		at := map[string]int{}
+		var read []string
+		for i, f := range fs {
+			id, _ := f.attr("preflight_id")
+			read = append(read, id)
+			if _, dup := at[id]; !dup {
+				at[id] = i
+			}
+		}
+		var answered []string
+		for _, d := range s.decisions {
+			answered = append(answered, d.str("preflight_id"))
+		}
+		prev := -1
+		for i, id := range answered {
+			pos, ok := at[id]
+			if !ok {
+				// A frame that is missing, or does not name its agent, is
+				// the frame rules' failure, not the order's.
+				return steps.Precondition(agentFramesPrecondition,
+					steps.Fail("the audit query for agent %s does not list decision %d of %d (%s): it lists %v", s.agent, i+1, len(answered), id, read))
+			}
+			if err := w.Assert(pos > prev, "the audit query for agent %s lists the decisions out of the order they were answered:\nanswered: %v\nlisted:   %v", s.agent, answered, read); err != nil {
+				return err
+			}
+			prev = pos
+		}
+		return nil
+	})
+	c.Then(`^the audit query for that preflight's audit_id lists its autonomy\.preflight frame before the call's autonomy\.decision frame$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		d, err := s.last()
+		if err != nil {
+			return err
+		}
+		if _, err := s.lastCall(); err != nil {
+			return err
+		}
+		audit, id := d.str("audit_id"), d.str("preflight_id")
+		fs, err := frames(ctx, "", map[string]string{"audit_id": audit})
+		if err != nil {
+			return err
+		}
+		pre, firstDecision, lastDecision := -1, -1, -1
+		var kinds []string
+		for i, f := range fs {
+			kinds = append(kinds, f.Kind)
+			switch f.Kind {
+			case "autonomy.preflight":
+				if got, _ := f.attr("preflight_id"); got == id && pre < 0 {
+					pre = i
+				}
+			case "autonomy.decision":
+				if firstDecision < 0 {
+					firstDecision = i
+				}
+				lastDecision = i
+			}
+		}
+		if pre < 0 || lastDecision < 0 {
+			// Which frames carry the audit_id is the join rule's, not the
+			// order's.
+			return steps.Precondition(auditJoinPrecondition,
+				steps.Fail("the audit query for audit_id %s lists %v: it needs the preflight's autonomy.preflight frame and the call's autonomy.decision frame", audit, kinds))
+		}
+		return w.Assert(pre < firstDecision, "the audit query for audit_id %s lists the frames out of chronological order: %v (the preflight was decided before the call it binds)", audit, kinds)
 	})
 	c.Then(`^the WAL holds no autonomy\.preflight frame of that refused request$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)

@@ -77,6 +77,9 @@ func Register(c *steps.Catalog) {
 	registerEvents(c)
 	registerRecord(c)
 	registerDurable(c)
+	registerIsolation(c)
+	registerLegacy(c)
+	registerModel(c)
 }
 
 // versionRange is what a Given step configured for one protocol.
@@ -113,6 +116,7 @@ type state struct {
 	extra   *tenantStream // a stream opened by a resume or fresh-subscription step
 	anchor  *exchange     // the exchange a replay precondition was shown with
 	record  *record
+	model   *modelRun // what the model sequences found (model.go)
 }
 
 func st(ctx context.Context) *state {

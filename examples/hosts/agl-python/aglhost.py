@@ -649,6 +649,18 @@ class Host:
         appr["required"] = bool(appr.get("required", False))
         if appr["required"] and not appr.get("role"):
             appr["role"] = "operator"
+        if im.get("resource_kind"):
+            # A contract is a trusted declaration about the implementation:
+            # a protocol-bound write claims its resource from Authorized,
+            # lands in Sent / FailedNoEffect / Unknown (never back in a
+            # reusable authorized state), and needs an approval.
+            pre = b.get("protocol_preconditions") or []
+            if len(pre) != 1 or not isinstance(pre[0], dict) or pre[0].get("state") != "Authorized":
+                raise bad("%s requires one precondition: a %s handle argument in state Authorized" % (im["name"], im["resource_kind"]))
+            if b.get("protocol_outcomes") != {"success": "Sent", "no_effect": "FailedNoEffect", "uncertain": "Unknown"}:
+                raise bad("%s requires protocol_outcomes success=Sent no_effect=FailedNoEffect uncertain=Unknown" % im["name"])
+            if not appr["required"]:
+                raise bad("%s is an approval-protected operation" % im["name"])
         idem = dict(b.get("idempotency_contract") or {})
         idem.setdefault("kind", "none")
         if idem["kind"] not in ("none", "destination_key") or set(idem) - {"kind"}:
@@ -1736,6 +1748,14 @@ class Host:
         for oid in recovered:
             threading.Thread(target=self.resume, args=(oid,), daemon=True).start()
 
+    @staticmethod
+    def same_deployment(bound, dest):
+        """Whether the deployment a snapshot bound is where this host sends."""
+        if not isinstance(bound, dict):
+            return False
+        return (bound.get("destination") == dest.get("url") and bound.get("account") == dest.get("account")
+                and bool(bound.get("destination_idempotent")) == bool(dest.get("honours_idempotency_key")))
+
     def resume(self, oid):
         """Settle an operation recovery declared Unknown by sending it again
         under its key, when that is safe and nothing it was approved under
@@ -1761,6 +1781,10 @@ class Host:
                 code = "policy_fingerprint_mismatch"
             elif snap.get("canon_version") != canon.CANON_VERSION:
                 code = "canonicalization_mismatch"
+            elif not self.same_deployment(snap.get("deployment"), dest):
+                # The destination, account or deduplication promise the
+                # approval bound is not the one this host would send to.
+                code = "proposal_mismatch"
             permit = self.permit_by_id(o["permit_id"]) if o["permit_id"] else None
             if code is None:
                 try:

@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/verdict"
+)
+
+// runTo runs a command line with its stdout and stderr in one buffer, as a
+// terminal would show them, and returns that with the exit code.
+func runTo(args ...string) (string, int) {
+	var buf bytes.Buffer
+	root := newRoot()
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetArgs(args)
+	code := exitOK
+	if err := root.Execute(); err != nil {
+		buf.WriteString("parley: " + err.Error() + "\n")
+		code = exitUsage
+		if ee, ok := err.(*exitError); ok {
+			code = ee.code
+		}
+	}
+	return buf.String(), code
+}
+
+// TestAHostThatNeverStartsPrintsOneCause runs the whole corpus against a
+// host command that exits before its ready line: every requirement fails
+// alike, and the console says so once, with the host's log line, in at most
+// 25 lines.
+func TestAHostThatNeverStartsPrintsOneCause(t *testing.T) {
+	out := t.TempDir()
+	got, code := runTo("run", "--target", "exec", "--exec", "echo boom-on-stderr >&2; exit 1", "--out", out)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitFailed, got)
+	}
+	lines := strings.Split(strings.TrimRight(got, "\n"), "\n")
+	if len(lines) > 25 {
+		t.Errorf("%d lines, want at most 25:\n%s", len(lines), got)
+	}
+	for _, want := range []string{"all ended the same way", "the host did not start with this configuration", "boom-on-stderr"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the console does not say %q:\n%s", want, got)
+		}
+	}
+	if strings.Count(got, "the host did not start") != 1 {
+		t.Errorf("the cause is printed more than once:\n%s", got)
+	}
+	t.Logf("%d lines:\n%s", len(lines), got)
+}
+
+// TestADeclineReasonReachesTheConsoleWhole: a 200-character reason is
+// wrapped, not cut.
+func TestADeclineReasonReachesTheConsoleWhole(t *testing.T) {
+	reason := strings.TrimSpace(strings.Repeat("this host cannot take the configuration because of reason ", 4))[:200]
+	out := t.TempDir()
+	script := filepath.Join(out, "host.sh")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho '{\"parley\":\"declined\",\"reason\":\""+reason+"\"}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, code := runTo("run", "--target", "exec", "--exec", script, "--tags", slice, "--out", out, "--quiet")
+	if code == exitOK {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitFailed, got)
+	}
+	if !strings.Contains(unwrap(got), reason) {
+		t.Errorf("the 200-character reason does not reach the console whole:\n%s", got)
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if len([]rune(l)) > consoleWidth && strings.Contains(l, "reason") {
+			t.Errorf("a line of %d columns: %q", len([]rune(l)), l)
+		}
+	}
+}
+
+// unwrap joins wrapped console lines back into one text.
+func unwrap(s string) string {
+	var words []string
+	for _, l := range strings.Split(s, "\n") {
+		words = append(words, strings.Fields(l)...)
+	}
+	return strings.Join(words, " ")
+}
+
+func TestWrapKeepsEveryWordAndBreaks(t *testing.T) {
+	text := strings.Repeat("word ", 60) + "\n  indented line\nhttp://" + strings.Repeat("x", 120)
+	got := wrap(text, "    ", 40)
+	for _, l := range strings.Split(strings.TrimRight(got, "\n"), "\n") {
+		if len(l) > 40 && !strings.Contains(l, "http://") {
+			t.Errorf("line over 40 columns: %q", l)
+		}
+		if !strings.HasPrefix(l, "    ") {
+			t.Errorf("line without its indent: %q", l)
+		}
+	}
+	if unwrap(got) != unwrap(text) {
+		t.Errorf("words lost or changed:\n%s", got)
+	}
+	if !strings.Contains(got, "\n      indented line\n") {
+		t.Errorf("a line's own indent is lost:\n%s", got)
+	}
+}
+
+// A long host log tail reads on the console as its first line and last few
+// lines, saying how many are in the report.
+func TestConsoleDetailKeepsTheTail(t *testing.T) {
+	d := "the host did not start; its last log lines:"
+	for i := 0; i < 20; i++ {
+		d += "\n  log line " + strings.Repeat("x", i)
+	}
+	got := consoleDetail(d)
+	if n := strings.Count(got, "\n") + 1; n != consoleTail+2 {
+		t.Errorf("%d lines, want %d:\n%s", n, consoleTail+2, got)
+	}
+	if !strings.Contains(got, "14 more lines") || !strings.HasSuffix(got, strings.Repeat("x", 19)) {
+		t.Errorf("got:\n%s", got)
+	}
+}
+
+func TestPrintGroupsCountsOneCause(t *testing.T) {
+	var rows []verdict.Row
+	for _, id := range []string{"a.one", "a.two", "a.three"} {
+		r := verdict.Row{ID: id, Scenarios: []verdict.ScenarioResult{{URI: "a.feature", Line: 1, Name: "n", Result: verdict.ExecutedFail, Detail: "it exited"}}}
+		r.Fold()
+		rows = append(rows, r)
+	}
+	var b bytes.Buffer
+	printGroups(&b, rows)
+	got := b.String()
+	if !strings.Contains(got, "3 requirements, all ended the same way") || strings.Count(got, "it exited") != 1 || !strings.Contains(got, "a.one, a.two, a.three") {
+		t.Errorf("got:\n%s", got)
+	}
+}
+
+// Help shows what a flag's value is, not a command line.
+func TestRunHelpShowsValueTypes(t *testing.T) {
+	got, _ := runTo("run", "--help")
+	for _, want := range []string{"--key file", "--out dir", "--exec command", "--subject NAME=sha256:HEX"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("run --help does not show %q", want)
+		}
+	}
+	if strings.Contains(got, "--key parley keygen") {
+		t.Error("run --help shows a command where the value type belongs")
+	}
+}
+
+// The requirements list says why a run reports fewer ids than it lists.
+func TestRequirementsFooterExplainsTheCount(t *testing.T) {
+	got, code := runTo("requirements")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unwitnessable int
+	for _, e := range reg.Entries {
+		if e.Witness == scenarios.WitnessUnwitnessable {
+			unwitnessable++
+		}
+	}
+	if unwitnessable > 0 && !strings.Contains(got, "unwitnessable (") {
+		t.Errorf("the footer does not name the unwitnessable ids:\n%s", got[max(0, len(got)-400):])
+	}
+	if !strings.Contains(got, "ids listed; a run of them all reports") {
+		t.Errorf("no footer:\n%s", got[max(0, len(got)-400):])
+	}
+}

@@ -1,0 +1,124 @@
+package sabotage
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// Hosts broken for the ContractRefine decisions model
+// (contractrefine.model.decisions).
+
+// preflightKey reads a preflight request's session and plan hash, and
+// whether its plan lacks provenance (the repairable reference request).
+func preflightKey(x *Exchange) (key string, repairable, ok bool) {
+	if x.Method != http.MethodPost || x.Path != "/v1/preflight" {
+		return "", false, false
+	}
+	var req struct {
+		Intent struct {
+			PlanHash string `json:"plan_hash"`
+		} `json:"intent"`
+		Actor struct {
+			SessionID string `json:"session_id"`
+		} `json:"actor"`
+		Plan []map[string]any `json:"plan"`
+	}
+	if json.Unmarshal(x.Body, &req) != nil || req.Actor.SessionID == "" || req.Intent.PlanHash == "" || len(req.Plan) == 0 {
+		return "", false, false
+	}
+	_, prov := req.Plan[0]["provenance"]
+	return req.Actor.SessionID + "|" + req.Intent.PlanHash, !prov, true
+}
+
+// budgetResetByPass is a host that resets a session's repair budgets
+// whenever it decides a pass in that session: a repairable request after a
+// pass in the same session is answered repair_required again although its
+// budget was spent (as many times again as it had been before the pass).
+// Sessions that never see a pass are left alone, whatever their budget.
+func budgetResetByPass() Rule {
+	var mu sync.Mutex
+	count := map[string]int{}     // repair_required answers per key, as the host gave them
+	refill := map[string]int{}    // repairs the reset granted again, per key
+	forged := map[string][]byte{} // preflight id -> the decision as this host answered it
+	return Rule{
+		Response: func(x *Exchange, r *Response) {
+			mu.Lock()
+			defer mu.Unlock()
+			if x.Method == http.MethodGet && strings.HasPrefix(x.Path, "/v1/preflight/") {
+				if b, ok := forged[strings.TrimPrefix(x.Path, "/v1/preflight/")]; ok && r.Status == http.StatusOK {
+					r.Body = append([]byte(nil), b...)
+				}
+				return
+			}
+			key, repairable, ok := preflightKey(x)
+			if !ok || r.Status != http.StatusOK {
+				return
+			}
+			d := r.JSON()
+			if d == nil {
+				return
+			}
+			switch outcome, _ := d["outcome"].(string); {
+			case outcome == "pass":
+				session, _, _ := strings.Cut(key, "|")
+				for k, n := range count {
+					if strings.HasPrefix(k, session+"|") {
+						refill[k] = n
+					}
+				}
+			case outcome == "repair_required":
+				count[key]++
+			case repairable && refill[key] > 0:
+				refill[key]--
+				d["outcome"], d["reason"] = "repair_required", "contract: provenance_missing"
+				d["repair_hints"] = []any{map[string]any{"path": "plan[0].provenance.text.source", "op": "set", "value": "operator"}}
+				d["execution_eligibility"] = map[string]any{"allowed": false, "bound_tool_kinds": []any{}, "expires_at": ""}
+				r.SetJSON(d)
+				if id, _ := d["preflight_id"].(string); id != "" {
+					forged[id] = append([]byte(nil), r.Body...)
+				}
+			}
+		},
+	}
+}
+
+// readsBySession is a host that files decisions by session and plan hash:
+// reading any decision returns the latest one of its session and plan hash.
+func readsBySession() Rule {
+	var mu sync.Mutex
+	keyOf := map[string]string{}  // preflight id -> key
+	latest := map[string][]byte{} // key -> the latest decision's body
+	return Rule{
+		Response: func(x *Exchange, r *Response) {
+			mu.Lock()
+			defer mu.Unlock()
+			if x.Method == http.MethodGet && strings.HasPrefix(x.Path, "/v1/preflight/") {
+				if k, ok := keyOf[strings.TrimPrefix(x.Path, "/v1/preflight/")]; ok && r.Status == http.StatusOK {
+					r.Body = append([]byte(nil), latest[k]...)
+				}
+				return
+			}
+			key, _, ok := preflightKey(x)
+			if !ok || r.Status != http.StatusOK {
+				return
+			}
+			if d := r.JSON(); d != nil {
+				if id, _ := d["preflight_id"].(string); id != "" {
+					keyOf[id], latest[key] = key, append([]byte(nil), r.Body...)
+				}
+			}
+		},
+	}
+}
+
+func init() {
+	const id = "contractrefine.model.decisions"
+	contractRefineRules = append(contractRefineRules,
+		withID(budgetResetByPass(), id, "budget-reset-by-pass",
+			"resets a session's repair budgets when it decides a pass in that session, so a spent budget answers repair_required again"),
+		withID(readsBySession(), id, "reads-by-session",
+			"files decisions by session and plan hash: reading any decision returns the latest of its session and plan hash"),
+	)
+}

@@ -1,0 +1,233 @@
+package sabotage_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/models"
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/sabotage"
+	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
+)
+
+// handWrittenHostEvents are the hand-written requirements about the
+// durable host-event stream: what the model's own sabotage rules break.
+const handWrittenHostEvents = "@req:openwop.hostevents.resume.after-last-event-id,@req:openwop.hostevents.fresh-subscription.replays,@req:openwop.requirement.0242.inbound.recorded,@req:openwop.requirement.0242.inbound.recorded.mcp"
+
+// TestModelCatchesWhatHandWrittenScenariosMiss runs the host-event model's
+// rules that only an order of operations shows: against each, every
+// hand-written host-event scenario passes, and the model requirement fails
+// with a minimal sequence, its seed and the command that replays it.
+func TestModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the host-event scenarios three times")
+	}
+	reg, corpus := load(t)
+	const id = "openwop.model.host-events"
+	for _, variant := range []string{"cross-protocol-resume", "replay-window", "sticky-cursor"} {
+		t.Run(variant, func(t *testing.T) {
+			var rule sabotage.Rule
+			for _, r := range sabotage.Rules() {
+				if r.Key() == id+"#"+variant {
+					rule = r
+				}
+			}
+			if rule.ID == "" {
+				t.Fatalf("no rule %s#%s", id, variant)
+			}
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenHostEvents})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range res.Rows {
+				if row.Result == verdict.Skipped {
+					continue
+				}
+				if row.Result != verdict.ExecutedPass {
+					t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+				}
+			}
+			res, err = runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, id)
+			if row == nil || row.Result != verdict.ExecutedFail {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, row)
+			}
+			for _, want := range []string{"minimal sequence", "seed ", "replay: parley run --tags '@req:" + id + "' --model-seed "} {
+				if !strings.Contains(row.Detail, want) {
+					t.Errorf("the failing row does not say %q: %s", want, row.Detail)
+				}
+			}
+			t.Logf("%s", row.Detail)
+		})
+	}
+}
+
+// TestModelReplayReproducesTheMinimalSequence replays a failure with the
+// seed its row printed and a budget of 1, and gets the same minimal
+// sequence back.
+func TestModelReplayReproducesTheMinimalSequence(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the model twice against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "openwop.model.host-events"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#skips-one" {
+			rule = r
+		}
+	}
+	run := func(s models.Settings) *runner.Row {
+		models.Configure(s)
+		defer models.Configure(models.Settings{})
+		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+		defer tgt.Close()
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		row := findRow(res.Rows, id)
+		if row == nil || row.Result != verdict.ExecutedFail {
+			t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, row)
+		}
+		return row
+	}
+	first := run(models.Settings{Seed: 20261202})
+	seed := between(first.Detail, "--model-seed ", " ")
+	n, err := strconv.ParseUint(seed, 10, 64)
+	if err != nil {
+		t.Fatalf("no seed in the replay command: %s", first.Detail)
+	}
+	again := run(models.Settings{Seed: n, Budget: 1})
+	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
+		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
+	}
+}
+
+func findRow(rows []runner.Row, id string) *runner.Row {
+	for i := range rows {
+		if rows[i].ID == id {
+			return &rows[i]
+		}
+	}
+	return nil
+}
+
+func between(s, from, to string) string {
+	i := strings.Index(s, from)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(from):]
+	if j := strings.Index(s, to); j >= 0 {
+		return s[:j]
+	}
+	return s
+}
+
+// TestModelIdsFailAgainstTheirRules runs every model id's rules and prints
+// the failing rows: for iterating on a model (PARLEY_MODEL_RULES=1). The
+// matrix test (TestEveryScenarioFailsAgainstSomeSabotagedHost) holds every
+// one of these rules to failing its id on every run.
+func TestModelIdsFailAgainstTheirRules(t *testing.T) {
+	if os.Getenv("PARLEY_MODEL_RULES") != "1" {
+		t.Skip("set PARLEY_MODEL_RULES=1: the matrix test runs these rules already")
+	}
+	reg, corpus := load(t)
+	for _, rule := range sabotage.Rules() {
+		if !strings.Contains(rule.ID, ".model.") {
+			continue
+		}
+		t.Run(rule.Key(), func(t *testing.T) {
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + rule.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, rule.ID)
+			if row == nil || row.Result != verdict.ExecutedFail {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, rule.ID, row)
+			}
+			t.Logf("%s", row.Detail)
+		})
+	}
+}
+
+// TestPermitModelCatchesWhatHandWrittenScenariosMiss: against a host whose
+// permit reads come from a cache never invalidated, every hand-written
+// agl-core scenario passes (each reads a permit at most once after the
+// change it checks), and the permit model's history is not linearizable.
+func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the agl-core scenarios against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "agl.model.permit-claims"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#stale-reads" {
+			rule = r
+		}
+	}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agl-core && ~@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+		}
+	}
+	res, err = runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
+	}
+}
+
+// TestDecisionsModelCatchesWhatHandWrittenScenariosMiss: against a host
+// whose repair budgets reset when a session gets a pass, every hand-written
+// ContractRefine scenario passes (their repair ladders never meet a pass in
+// the same session), and the decisions model fails with the four operations
+// that show it.
+func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the ContractRefine scenarios against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "contractrefine.model.decisions"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#budget-reset-by-pass" {
+			rule = r
+		}
+	}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:contractrefine-preflight,@profile:contractrefine-parley-binding"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if row.ID != id && row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+		}
+	}
+	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "minimal sequence") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
+	}
+}
