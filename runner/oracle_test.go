@@ -31,20 +31,37 @@ func TestVerdictsDoNotDependOnSharingHosts(t *testing.T) {
 		name string
 		res  *runner.Result
 	}
+	// The six runs are independent: parallel subtests (go test's -parallel,
+	// GOMAXPROCS by default, bounds them), compared once all have ended.
 	var runs []run
 	for _, seed := range []int64{1, 2, 3} {
 		for _, isolate := range []bool{false, true} {
-			tgt := target.NewRefhost()
-			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Seed: seed, Isolate: isolate, Tags: tags})
-			_ = tgt.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
 			mode := "shared"
 			if isolate {
 				mode = "isolated"
 			}
-			runs = append(runs, run{fmt.Sprintf("%s, seed %d (%d hosts)", mode, seed, res.Hosts), res})
+			runs = append(runs, run{name: fmt.Sprintf("%s, seed %d", mode, seed)})
+		}
+	}
+	t.Run("runs", func(t *testing.T) {
+		for i := range runs {
+			isolate, seed := i%2 == 1, int64(i/2+1)
+			t.Run(strings.ReplaceAll(runs[i].name, ", ", "-"), func(t *testing.T) {
+				t.Parallel()
+				tgt := target.NewRefhost()
+				res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Seed: seed, Isolate: isolate, Tags: tags})
+				_ = tgt.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				runs[i].res = res
+				runs[i].name += fmt.Sprintf(" (%d hosts)", res.Hosts)
+			})
+		}
+	})
+	for _, rn := range runs {
+		if rn.res == nil {
+			t.Fatalf("the %s run did not complete", rn.name)
 		}
 	}
 	base := map[string]string{}

@@ -38,10 +38,18 @@ type AGTPExchange struct {
 	upstream func(ctx context.Context, req *agtp.Request) (*agtp.Response, error)
 }
 
+// upstreamLimit bounds the proxy's exchanges with the host. It is longer
+// than any deadline the suite sets on the exchange it relays (the suite's
+// deadline follows the run's progress, up to steps.ExchangeCap, 100 s): the
+// suite's deadline decides when a host is too slow, never the proxy's, so a
+// busy machine does not make the proxy answer 502 where the host would have
+// answered.
+const upstreamLimit = 110 * time.Second
+
 // Upstream sends an extra request to the host on a connection of its own:
 // for a rule whose broken host does more than the suite asked.
 func (x *AGTPExchange) Upstream(req *agtp.Request) (*agtp.Response, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), upstreamLimit)
 	defer cancel()
 	return x.upstream(ctx, req)
 }
@@ -145,7 +153,7 @@ func (t *Target) agtpAddr(h *target.Host, cfg target.Config, asked map[string]ma
 // otherwise) and returns its address. The caller holds p.mu.
 func (p *agtpProxies) listen(rule Rule, asked map[string]map[string]any, hostHTTP string, mem *sync.Map, upstream string, serverTLS, clientTLS *tls.Config) (string, error) {
 	newClient := func(oneShot bool) (*agtp.Client, error) {
-		return agtp.NewClient(upstream, agtp.ClientOptions{TLS: clientTLS, Timeout: 10 * time.Second, OneShot: oneShot})
+		return agtp.NewClient(upstream, agtp.ClientOptions{TLS: clientTLS, Timeout: upstreamLimit, OneShot: oneShot})
 	}
 	side, err := newClient(true)
 	if err != nil {
@@ -234,7 +242,7 @@ func (p *agtpProxyHandler) ServeAGTP(ctx context.Context, ci agtp.ConnInfo, req 
 	if err != nil {
 		return agtp.ErrorResponse(502, "proxy-upstream-error", err.Error())
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, upstreamLimit)
 	defer cancel()
 	resp, err := c.Do(ctx, x.Request)
 	if err != nil {

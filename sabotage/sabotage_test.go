@@ -1,19 +1,13 @@
 package sabotage_test
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/parley-conformance/parley/internal/lazyfs"
-	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/sabotage"
+	"github.com/parley-conformance/parley/sabotage/sabotagetest"
 	"github.com/parley-conformance/parley/scenarios"
-	"github.com/parley-conformance/parley/target"
-	"github.com/parley-conformance/parley/verdict"
 )
 
 func load(t *testing.T) (*scenarios.Registry, *scenarios.Corpus) {
@@ -26,141 +20,33 @@ func load(t *testing.T) (*scenarios.Registry, *scenarios.Corpus) {
 }
 
 // TestEveryScenarioFailsAgainstSomeSabotagedHost runs each rule against the
-// scenarios of the requirement it breaks. Every rule must make that
-// requirement executed-fail (a rule that breaks nothing the suite sees is
-// dead), and every scenario of the corpus, every outline row, must end
-// executed-fail under at least one rule (a check that can never fail is
-// dead). The runs are independent and mostly wait on the network, so they
-// are made concurrently (bounded). docs/sabotage.md lists, per scenario, the
-// rules that fail it; the test holds the document to what it observed.
+// scenarios of the requirement it breaks, and holds docs/sabotage.md to what
+// it saw (sabotagetest.Matrix). go test runs it per family, in parallel, in
+// the shard packages sabotage/shard/<family>; here it runs every family at
+// once only when asked, so that nothing runs twice:
 //
-// PARLEY_SABOTAGE_FAMILY=agtp narrows the run to one family's rules and
-// scenarios, for iterating on them; the document is then not checked.
+//   - PARLEY_UPDATE_DOCS=1 rewrites docs/sabotage.md from a run of every rule;
+//   - PARLEY_SABOTAGE_ALL=1 runs every family here;
+//   - PARLEY_SABOTAGE_FAMILY=agtp runs one family here, for iterating on it.
 func TestEveryScenarioFailsAgainstSomeSabotagedHost(t *testing.T) {
-	reg, corpus := load(t)
-	rules := sabotage.Rules()
+	update := os.Getenv("PARLEY_UPDATE_DOCS") == "1"
 	family := os.Getenv("PARLEY_SABOTAGE_FAMILY")
-	if family != "" {
-		var mine []sabotage.Rule
-		for _, r := range rules {
-			if strings.HasPrefix(r.ID, family+".") {
-				mine = append(mine, r)
-			}
-		}
-		rules = mine
+	if !update && family == "" && os.Getenv("PARLEY_SABOTAGE_ALL") != "1" {
+		t.Skip("the shard packages sabotage/shard/<family> run this per family; PARLEY_UPDATE_DOCS=1, PARLEY_SABOTAGE_ALL=1 or PARLEY_SABOTAGE_FAMILY=<family> runs it here")
 	}
-	type outcome struct {
-		res *runner.Result
-		err error
-	}
-	results := make([]outcome, len(rules))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i, rule := range rules {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
-			defer tgt.Close()
-			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + rule.ID})
-			results[i] = outcome{res, err}
-		}()
-	}
-	wg.Wait()
-
-	failedBy := map[string][]string{}
-	for i, rule := range rules {
-		t.Run("rule/"+rule.Key(), func(t *testing.T) {
-			if _, ok := reg.Lookup(rule.ID); !ok {
-				t.Fatalf("a rule for %s, which is not in the registry", rule.ID)
-			}
-			r := results[i]
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			var row *runner.Row
-			for j := range r.res.Rows {
-				if r.res.Rows[j].ID == rule.ID {
-					row = &r.res.Rows[j]
-				}
-			}
-			switch {
-			case row != nil && noPowerCut(row.ID):
-				t.Skipf("FUSE is not usable on this machine, so %s is blocked: %s", row.ID, row.Detail)
-			case row == nil:
-				t.Errorf("no row for %s in the result", rule.ID)
-			case row.Result != verdict.ExecutedFail:
-				t.Errorf("against a host that %s, %s is %s, want executed-fail (seed %d; %s)", rule.Broken, rule.ID, row.Result, r.res.Seed, row.Detail)
-			}
-			for _, s := range r.res.Scenarios {
-				if s.Result == verdict.ExecutedFail {
-					k := scenarioKey(s.URI, s.Line)
-					failedBy[k] = append(failedBy[k], rule.Key())
-				}
-			}
-		})
-	}
-
-	var proofs []sabotage.Proof
-	for _, s := range corpus.Scenarios {
-		if family != "" && !strings.HasPrefix(s.URI, family+"/") {
-			continue
-		}
-		k := scenarioKey(s.URI, s.Line)
-		proofs = append(proofs, sabotage.Proof{Scenario: k, Name: s.Name, ReqIDs: s.ReqIDs, FailedBy: failedBy[k]})
-		if len(failedBy[k]) == 0 && !(len(s.ReqIDs) == 1 && noPowerCut(s.ReqIDs[0])) {
-			t.Errorf("scenario %s %q fails against no sabotaged host: add a rule (sabotage/) that breaks what it checks", k, s.Name)
-		}
-	}
-
-	const path = "../docs/sabotage.md"
-	if family != "" {
-		return
-	}
-	if os.Getenv("PARLEY_UPDATE_DOCS") == "1" {
-		if err := os.WriteFile(path, []byte(sabotage.Matrix(rules, proofs)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	doc, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(doc), sabotage.Matrix(rules, nil)[:strings.Index(sabotage.Matrix(rules, nil), "## Scenarios")]) {
-		t.Errorf("docs/sabotage.md does not list the current rules; regenerate it with PARLEY_UPDATE_DOCS=1 go test ./sabotage -run TestEveryScenarioFailsAgainstSomeSabotagedHost")
-	}
-	listed := sabotage.ParseMatrix(string(doc))
-	for _, p := range proofs {
-		keys, ok := listed[p.Scenario]
-		if !ok {
-			t.Errorf("docs/sabotage.md does not list scenario %s; regenerate it", p.Scenario)
-			continue
-		}
-		// The document lists every rule that failed the scenario when it
-		// was generated; a run must see at least one of them fail it again
-		// (a race may let another slip in a given run, never all of them).
-		again := false
-		for _, k := range keys {
-			if contains(p.FailedBy, k) {
-				again = true
-			}
-		}
-		if !again && !(len(p.ReqIDs) == 1 && noPowerCut(p.ReqIDs[0])) {
-			t.Errorf("docs/sabotage.md says %s fails against %v, but none of them failed it in this run (it failed against %v); regenerate the document if the rules changed", p.Scenario, keys, p.FailedBy)
-		}
-		delete(listed, p.Scenario)
-	}
-	for k := range listed {
-		t.Errorf("docs/sabotage.md lists scenario %s, which is not in the corpus; regenerate it", k)
-	}
+	sabotagetest.Matrix(t, family, update)
 }
 
-// noPowerCut says id is a power-cut id on a machine where the suite cannot
-// cut the power (no FUSE): its scenarios are blocked there, not failed.
-func noPowerCut(id string) bool {
-	return strings.HasSuffix(id, ".power-cut") && lazyfs.Available() != nil
+// TestEveryFamilyHasAShard: a family's rules and scenarios are proved only
+// by its shard package; a family without one (a new spec) would go unproved.
+func TestEveryFamilyHasAShard(t *testing.T) {
+	_, corpus := load(t)
+	shards := sabotagetest.Shards(t)
+	for _, f := range sabotagetest.Families(corpus) {
+		if !contains(shards, f) {
+			t.Errorf("family %s has rules or scenarios but no shard package sabotage/shard/%s: copy another family's and rename it", f, f)
+		}
+	}
 }
 
 func scenarioKey(uri string, line int64) string { return fmt.Sprintf("features/%s:%d", uri, line) }
@@ -176,19 +62,63 @@ func contains(xs []string, x string) bool {
 
 // TestProxyIsTransparent is the control: the same proxy with a rule that
 // changes nothing must leave every requirement passing, so a sabotage
-// failure is the rule's doing and not the proxy's.
+// failure is the rule's doing and not the proxy's. The shard packages run it
+// per family; PARLEY_SABOTAGE_ALL=1 runs it here for every family at once.
 func TestProxyIsTransparent(t *testing.T) {
-	reg, corpus := load(t)
-	noop := sabotage.Rule{ID: "none", Response: func(*sabotage.Exchange, *sabotage.Response) {}}
-	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: noop}
-	defer tgt.Close()
-	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt})
-	if err != nil {
-		t.Fatal(err)
+	if os.Getenv("PARLEY_SABOTAGE_ALL") != "1" {
+		t.Skip("the shard packages sabotage/shard/<family> run this per family; PARLEY_SABOTAGE_ALL=1 runs it here")
 	}
-	for _, r := range res.Rows {
-		if r.Result != verdict.ExecutedPass {
-			t.Errorf("%s through a pass-through proxy: %s (%s)", r.ID, r.Result, r.Detail)
+	sabotagetest.Transparent(t, "")
+}
+
+// TestShardPartsSplitTheMatrixExactly: the parts of a family's shard
+// packages run every rule once, and report every scenario once, in the part
+// that runs every rule of its requirements.
+func TestShardPartsSplitTheMatrixExactly(t *testing.T) {
+	_, corpus := load(t)
+	for _, family := range sabotagetest.Families(corpus) {
+		var rules []sabotage.Rule
+		for _, r := range sabotage.Rules() {
+			if sabotagetest.FamilyOfRule(r) == family {
+				rules = append(rules, r)
+			}
+		}
+		for _, parts := range []int{1, 2, 3, 4, 7} {
+			ruleIn, scenarioIn := map[string]int{}, map[string]int{}
+			for part := 1; part <= parts; part++ {
+				rs, ss := sabotagetest.Partition(corpus, rules, parts, part)
+				for k := range rs {
+					ruleIn[k] = part
+				}
+				for k := range ss {
+					if _, dup := scenarioIn[k]; dup {
+						t.Errorf("%s, %d parts: scenario %s is in two parts", family, parts, k)
+					}
+					scenarioIn[k] = part
+				}
+			}
+			for _, r := range rules {
+				if ruleIn[r.Key()] == 0 {
+					t.Errorf("%s, %d parts: rule %s is in no part", family, parts, r.Key())
+				}
+			}
+			for _, s := range corpus.Scenarios {
+				if sabotagetest.FamilyOfScenario(s) != family {
+					continue
+				}
+				k := sabotagetest.ScenarioKey(s.URI, s.Line)
+				p := scenarioIn[k]
+				if p == 0 {
+					t.Errorf("%s, %d parts: scenario %s is in no part", family, parts, k)
+				}
+				for _, r := range rules {
+					for _, id := range s.ReqIDs {
+						if r.ID == id && ruleIn[r.Key()] != p {
+							t.Errorf("%s, %d parts: scenario %s is in part %d, its rule %s in part %d", family, parts, k, p, r.Key(), ruleIn[r.Key()])
+						}
+					}
+				}
+			}
 		}
 	}
 }

@@ -119,9 +119,10 @@ func TestAHostileHostEndsInItsOwnFailure(t *testing.T) {
 			if !errors.As(err, &f) {
 				t.Fatalf("want the host's failure, got %T %v", err, err)
 			}
-			if took > deadline+2*time.Second {
-				t.Fatalf("the exchange took %v, past its deadline of %v", took, deadline)
-			}
+			// A host that hangs holds until stop, after this: only the
+			// exchange deadline can have ended the exchange, however long
+			// the busy machine took to get there.
+			t.Logf("ended after %v (deadline %v)", took, deadline)
 			var after runtime.MemStats
 			runtime.ReadMemStats(&after)
 			if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 4*MaxBodyBytes {
@@ -144,21 +145,21 @@ func TestAnExchangeHonoursItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
+	// The host holds the connection until the test ends: only the
+	// context can end the exchange, however busy the machine.
+	held := make(chan struct{})
+	defer close(held)
 	go func() {
 		c, err := ln.Accept()
 		if err == nil {
 			defer c.Close()
-			time.Sleep(5 * time.Second)
+			<-held
 		}
 	}()
 	w, _ := hostAt(t, "http://"+ln.Addr().String())
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	start := time.Now()
 	if _, err := w.Do(ctx, http.MethodGet, "/", nil, nil); err == nil {
 		t.Fatal("no error")
-	}
-	if time.Since(start) > 2*time.Second {
-		t.Fatalf("took %v", time.Since(start))
 	}
 }

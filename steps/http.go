@@ -52,11 +52,11 @@ func (w *World) Fetch(ctx context.Context, method, path string, body []byte, hea
 }
 
 // Exchange performs one HTTP exchange with a host at base (the scenario's
-// host or another one it drives), under the exchange deadline and body
-// limit. A transport error, a timeout or an oversized body is the host's
+// host or another one it drives), under the exchange deadline
+// (ExchangeContext) and body limit. A transport error, a timeout or an oversized body is the host's
 // failure. The exchange is observed but not recorded as the last response.
 func (w *World) Exchange(ctx context.Context, base, method, path string, body []byte, header http.Header) (*Response, error) {
-	ctx, cancel := context.WithTimeout(ctx, ExchangeTimeout)
+	ctx, cancel := ExchangeContext(ctx)
 	defer cancel()
 	var rd io.Reader
 	if body != nil {
@@ -74,7 +74,7 @@ func (w *World) Exchange(ctx context.Context, base, method, path string, body []
 	sent := &Response{Method: method, URL: path, ReqHeader: req.Header.Clone(), ReqBody: body}
 	resp, err := w.HTTP.Do(req)
 	if err != nil {
-		return nil, w.transportFailure(sent, fmt.Sprintf("%s %s: no answer: %v", method, path, err))
+		return nil, w.transportFailure(sent, fmt.Sprintf("%s %s: no answer: %v", method, path, exchangeErr(ctx, err)))
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes+1))
@@ -86,6 +86,7 @@ func (w *World) Exchange(ctx context.Context, base, method, path string, body []
 		return nil, w.transportFailure(sent, fmt.Sprintf("%s %s: the host sent a body over %d bytes", method, path, MaxBodyBytes))
 	}
 	sent.Body = b
+	NoteAnswer()
 	w.Observe(sent)
 	return sent, nil
 }

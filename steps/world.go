@@ -90,7 +90,9 @@ func NewWorld(t target.Target, sc Scenario) *World {
 		Target:   t,
 		scenario: sc,
 		HTTP: &http.Client{
-			Timeout: ExchangeTimeout,
+			// Each exchange's deadline is its context's (ExchangeContext);
+			// this only caps it.
+			Timeout: ExchangeCap,
 			// A conformance client must see redirects, not follow them.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},

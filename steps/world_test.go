@@ -32,13 +32,11 @@ func TestAHungHostCannotHangTheSuite(t *testing.T) {
 	defer close(release)
 	w, ctx := hostAt(t, srv.URL)
 	w.HTTP.Timeout = 200 * time.Millisecond
-	start := time.Now()
+	// The host holds until release, after this: only the deadline can end
+	// the exchange, however long a busy machine takes to get there.
 	_, err := w.Do(ctx, http.MethodGet, "/", nil, nil)
 	if err == nil {
 		t.Fatal("a host that never answers produced no error")
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Fatalf("the exchange took %v despite its deadline", time.Since(start))
 	}
 }
 

@@ -7,6 +7,7 @@ package suitebuild
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -25,6 +26,16 @@ const Base = "0.2.0"
 type Suite struct {
 	Version string
 	Commit  string
+	// Modified says the build's source tree had local changes (the
+	// "+dirty" on Commit).
+	Modified bool
+}
+
+// String is the build in the form `parley --version` prints: the module
+// version, the commit, and whether the tree it was built from was dirty.
+func (s Suite) String() string {
+	commit, _, _ := strings.Cut(s.Commit, "+")
+	return fmt.Sprintf("parley %s\ncommit %s\ndirty %t\n", s.Version, commit, s.Modified)
 }
 
 var (
@@ -73,6 +84,7 @@ func read() Suite {
 		s.Commit = rev
 		if modified {
 			s.Commit += "+dirty"
+			s.Modified = true
 		}
 	}
 	return s

@@ -29,3 +29,11 @@ func TestAPseudoVersionCarriesItsCommit(t *testing.T) {
 		t.Fatalf("got %v", m)
 	}
 }
+
+func TestTheVersionLinesNameVersionCommitAndDirtyFlag(t *testing.T) {
+	got := Suite{Version: "v0.0.0-20261201174216-610c020385c1", Commit: "610c020385c1eb8115f725d217e400f774a07217+dirty", Modified: true}.String()
+	want := "parley v0.0.0-20261201174216-610c020385c1\ncommit 610c020385c1eb8115f725d217e400f774a07217\ndirty true\n"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

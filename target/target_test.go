@@ -43,20 +43,18 @@ func TestSatisfies(t *testing.T) {
 }
 
 func TestExecHostThatNeverSaysReadyTimesOut(t *testing.T) {
-	e, err := NewExec("sleep 30 #")
+	// The host never exits by itself: only the start timeout can end the
+	// wait, however busy the machine, and the error must say so.
+	e, err := NewExec("sleep 3600 #")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.StartTimeout = 300 * time.Millisecond
 	defer e.Close()
 	cfg, _ := ParseConfig([]byte(`{"x":{}}`))
-	start := time.Now()
 	_, err = e.Acquire(context.Background(), cfg)
 	if err == nil || !strings.Contains(err.Error(), "no ready line") {
 		t.Fatalf("want a ready-line timeout, got %v", err)
-	}
-	if time.Since(start) > 10*time.Second {
-		t.Fatalf("took %v", time.Since(start))
 	}
 }
 

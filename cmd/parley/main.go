@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/parley-conformance/parley/suitebuild"
 	"github.com/spf13/cobra"
 )
 
@@ -57,8 +58,30 @@ the host did.`,
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usage("%v (see `%s --help`)", err, c.CommandPath())
 	})
+	// --version and `parley version` print the build: the module version,
+	// the commit and the dirty flag the toolchain stamped (suitebuild). The
+	// template is rendered only when asked, so no other command pays for
+	// reading the checkout.
+	root.Version = "from build info"
+	cobra.AddTemplateFunc("parleyBuild", func() string { return suitebuild.Read().String() })
+	root.SetVersionTemplate("{{parleyBuild}}")
+	root.InitDefaultVersionFlag()
+	root.Flags().Lookup("version").Usage = "print the module version, commit and dirty flag of this build"
+	root.AddCommand(newVersionCmd())
 	root.AddCommand(newRunCmd(), newVerifyCmd(), newDiffCmd(), newKeygenCmd(), newRequirementsCmd(), newRefhostCmd(), newReportCmd(), newFixturesCmd())
 	return root
+}
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the module version, commit and dirty flag of this build",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprint(cmd.OutOrStdout(), suitebuild.Read().String())
+			return err
+		},
+	}
 }
 
 func main() {

@@ -27,8 +27,9 @@ type workflow struct {
 
 // TestTheCopyableWorkflowWorks parses docs/certify/github-actions.yml and
 // runs the command lines of its exec job, in order, against the reference
-// host: parley as `go run` would build it, the implementer's host as a
-// script that starts the reference host. The commands must succeed as
+// host: parley as `go run "$PARLEY"` resolves and builds the pinned version,
+// the implementer's host as a script that starts that parley's reference
+// host. The commands must succeed as
 // written, and leave a bundle the verify step accepts.
 func TestTheCopyableWorkflowWorks(t *testing.T) {
 	raw, err := os.ReadFile("../../docs/certify/github-actions.yml")
@@ -58,9 +59,22 @@ func TestTheCopyableWorkflowWorks(t *testing.T) {
 		}
 	}
 
+	// parley as the workflow gets it: the pinned version, resolved and built
+	// by the go command through a proxy made of this repository's history
+	// (installPin). A shallow clone without the pinned commit runs this
+	// build instead, and says so.
+	parley := "env PARLEY_AS_MAIN=1 " + strings.TrimPrefix(self(t), "PARLEY_AS_MAIN=1 ")
+	version := strings.TrimPrefix(wf.Env["PARLEY"], modulePath+"/cmd/parley@")
+	if m := pseudoVersion.FindStringSubmatch(version); m != nil && func() bool { _, err := git(t, "rev-parse", "-q", "--verify", m[2]+"^{commit}"); return err == nil }() {
+		parley = installPin(t, resolvePin(t, version))
+	} else if _, err := git(t, "rev-parse", "-q", "--verify", "refs/tags/"+version); err == nil {
+		parley = installPin(t, resolvePin(t, version))
+	} else {
+		t.Logf("the pinned %s is not in this checkout; the steps run this build of parley", version)
+	}
+
 	dir := t.TempDir()
 	host := filepath.Join(dir, "bin", "my-host")
-	parley := "env PARLEY_AS_MAIN=1 " + strings.TrimPrefix(self(t), "PARLEY_AS_MAIN=1 ")
 	ran := 0
 	for _, s := range wf.Jobs["certify"].Steps {
 		if s.Run == "" {

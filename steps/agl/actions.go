@@ -658,7 +658,9 @@ func registerActions(c *steps.Catalog) {
 			return err
 		}
 		s.async = make(chan asyncResult, 1)
+		s.inflight.Add(1)
 		go func() {
+			defer s.inflight.Add(-1)
 			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
 			s.async <- asyncResult{r, err}
 		}()

@@ -6,6 +6,7 @@ package agl
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -62,19 +63,17 @@ func (s *state) admissionState(ctx context.Context) (map[string]any, error) {
 	return r.JSON()
 }
 
-// poll reads until ok holds or 5 s pass; the waiting asserts nothing.
-func poll(what string, read func() (bool, error)) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		ok, err := read()
-		if err != nil || ok {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return steps.Fail("5 s passed and %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+// poll reads until ok holds. It gives up only after 250 reads 20 ms apart
+// in a row (5 s on an idle machine, more on a busy one, see steps.Await)
+// while nothing the scenario started is in flight; the waiting asserts
+// nothing.
+func poll(ctx context.Context, what string, read func() (bool, error)) error {
+	s := st(ctx)
+	return steps.Await(ctx, steps.Poll{What: what, Every: 20 * time.Millisecond, Rounds: 250, InFlight: func() bool { return s.inflight.Load() > 0 }},
+		func() (bool, string, error) {
+			ok, err := read()
+			return ok, "", err
+		})
 }
 
 // okAnswer asserts a read the step depends on answered 200 in its schema;
@@ -91,7 +90,7 @@ func okAnswer(w *steps.World, r *steps.Response, schema, what string) error {
 // is only meaningful after that, however slowly the host got there.
 func waitPaused(ctx context.Context, boundary string) error {
 	w, op := steps.From(ctx), st(ctx).sendOp
-	return poll("no dispatch had reached the pause at "+boundary, func() (bool, error) {
+	return poll(ctx, "no dispatch had reached the pause at "+boundary, func() (bool, error) {
 		r, err := w.Seam(ctx, http.MethodGet, seamPath+"/faults", nil, nil)
 		if err != nil {
 			return false, err
@@ -173,7 +172,9 @@ func registerAdmission(c *steps.Catalog) {
 		}
 		n := &named{done: make(chan asyncResult, 1), opID: s.opID, permitID: s.permitID, permitTok: s.permitToken}
 		s.named[name] = n
+		s.inflight.Add(1)
 		go func() {
+			defer s.inflight.Add(-1)
 			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
 			n.done <- asyncResult{r, err}
 		}()
@@ -195,7 +196,7 @@ func registerAdmission(c *steps.Catalog) {
 	})
 	c.When(`^the host has a dispatch waiting for capacity$`, func(ctx context.Context) error {
 		s := st(ctx)
-		return poll("no dispatch was waiting for capacity", func() (bool, error) {
+		return poll(ctx, "no dispatch was waiting for capacity", func() (bool, error) {
 			m, err := s.admissionState(ctx)
 			if err != nil {
 				return false, err
@@ -229,7 +230,7 @@ func registerAdmission(c *steps.Catalog) {
 	c.Then(`^the host soon holds no admission slot for the account$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
 		var last map[string]any
-		err := poll("the host still holds a slot of the account or has a dispatch waiting", func() (bool, error) {
+		err := poll(ctx, "the host still holds a slot of the account or has a dispatch waiting", func() (bool, error) {
 			m, err := s.admissionState(ctx)
 			last = m
 			return err == nil && steps.Text(m["in_use"]) == "0" && steps.Text(m["waiting"]) == "0", err
@@ -540,8 +541,10 @@ func registerAdmission(c *steps.Catalog) {
 		s, w := st(ctx), steps.From(ctx)
 		// The host's cancellation reaches the destination as a closed
 		// connection, a moment after the race answered: wait for it.
+		// 150 reads 20 ms apart in which no further lookup was abandoned
+		// (3 s idle).
 		var held, abandoned int
-		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_ = steps.Await(ctx, steps.Poll{What: "lookups held", Every: 20 * time.Millisecond, Rounds: 150}, func() (bool, string, error) {
 			held, abandoned = 0, 0
 			for _, r := range s.mail.fake.Requests() {
 				if r.Fault == fakemail.FaultHangLookup {
@@ -551,10 +554,8 @@ func registerAdmission(c *steps.Catalog) {
 					}
 				}
 			}
-			if (held > 0 && held == abandoned) || time.Now().After(deadline) {
-				break
-			}
-		}
+			return held > 0 && held == abandoned, fmt.Sprint(held, abandoned), nil
+		})
 		w.Observe(nil)
 		return w.Assert(held > 0 && held == abandoned, "the destination held %d lookup(s); the host abandoned %d of them", held, abandoned)
 	})

@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/google/uuid"
@@ -168,6 +169,10 @@ type actor struct {
 // state is one scenario's AGL state.
 type state struct {
 	mu sync.Mutex
+	// inflight counts the exchanges the scenario started and left running
+	// (a dispatch started by name or in the background): waits for the
+	// host go on while there are some (steps.Await).
+	inflight atomic.Int32
 	// history is the calls of the permit model's clients (model.go).
 	history []porcupine.Operation
 	keys    keys

@@ -337,18 +337,13 @@ func registerRuntime(c *steps.Catalog) {
 	// Retries (spec 8).
 	c.When(`^the first attempt has reached the destination$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			if len(s.mail.sends()) > 0 {
-				w.Observe(nil)
-				return nil
-			}
-			if time.Now().After(deadline) {
-				w.Observe(nil)
-				return steps.Fail("5 s after the dispatch started the destination had not been sent anything")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// While the dispatch is in flight the host may yet send; once it
+		// answered, 500 reads 10 ms apart (5 s idle).
+		err := steps.Await(ctx, steps.Poll{What: "the dispatch started, and the destination had not been sent anything", Every: 10 * time.Millisecond, Rounds: 500,
+			InFlight: func() bool { return s.inflight.Load() > 0 }},
+			func() (bool, string, error) { return len(s.mail.sends()) > 0, "", nil })
+		w.Observe(nil)
+		return err
 	})
 
 	// Retention (spec 8).
@@ -481,18 +476,23 @@ func registerRuntime(c *steps.Catalog) {
 		if err := s.operationNeeded(ctx); err != nil {
 			return err
 		}
+		// 80 reads 100 ms apart without a change in the record (8 s idle;
+		// each read a round trip, so more on a busy machine).
 		var m map[string]any
-		for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var readErr error
+		_ = steps.Await(ctx, steps.Poll{What: "the operation did not reach " + state, Every: 100 * time.Millisecond, Rounds: 80}, func() (bool, string, error) {
 			r, mm, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
 			if err != nil {
-				return err
+				readErr = err
+				return false, "", err
 			}
 			m = mm
-			if (r.Status == http.StatusOK && str(m, "state") == state) || time.Now().After(deadline) {
-				break
-			}
+			return r.Status == http.StatusOK && str(m, "state") == state, fmt.Sprint(r.Status, str(m, "state")), nil
+		})
+		if readErr != nil {
+			return readErr
 		}
-		return w.Assert(str(m, "state") == state, "8 s after it started again the host reports the operation %q, want %q: %v", str(m, "state"), state, m)
+		return w.Assert(str(m, "state") == state, "after it started again, and for 80 reads in which its state did not change, the host reports the operation %q, want %q: %v", str(m, "state"), state, m)
 	})
 	c.Then(`^the operation was settled by sending it again under its key$`, func(ctx context.Context) error {
 		s, w := st(ctx), steps.From(ctx)
@@ -506,16 +506,20 @@ func registerRuntime(c *steps.Catalog) {
 	c.Then(`^the audit trail of the operation soon says recovery stopped on "([^"]*)"$`, func(ctx context.Context, code string) error {
 		s, w := st(ctx), steps.From(ctx)
 		// Recovery decides after it declared the operation Unknown: give
-		// it the same 8 s.
+		// it the same 80 reads without a new audit record.
 		var stops []map[string]any
-		for deadline := time.Now().Add(8 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var readErr error
+		_ = steps.Await(ctx, steps.Poll{What: "recovery did not stop", Every: 100 * time.Millisecond, Rounds: 80}, func() (bool, string, error) {
 			recs, _, err := s.auditOf(ctx, s.opID)
 			if err != nil {
-				return err
+				readErr = err
+				return false, "", err
 			}
-			if stops = events(recs, "recovery_stopped"); len(stops) > 0 || time.Now().After(deadline) {
-				break
-			}
+			stops = events(recs, "recovery_stopped")
+			return len(stops) > 0, fmt.Sprint(len(recs)), nil
+		})
+		if readErr != nil {
+			return readErr
 		}
 		return w.Assert(len(stops) >= 1 && str(stops[0], "denial_code") == code, "the operation's recovery_stopped records are %v, want one naming %s", stops, code)
 	})

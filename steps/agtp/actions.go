@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -129,15 +130,19 @@ func send(ctx context.Context, agentName, method, target string, o options) (*st
 	if o.idemKey != "" {
 		req.Header.Set("Idempotency-Key", o.idemKey+"-"+s.salt)
 	}
-	ctx, cancel := context.WithTimeout(ctx, steps.ExchangeTimeout)
+	ctx, cancel := steps.ExchangeContext(ctx)
 	defer cancel()
 	sent := &steps.Response{Method: method, URL: target, ReqHeader: http.Header(req.Header).Clone(), ReqBody: body}
 	resp, err := c.Do(ctx, req)
 	if err != nil {
 		// The host did not answer with a frame in time: an observation.
 		w.Observe(sent)
+		if cause := context.Cause(ctx); cause != nil && cause != context.Canceled {
+			err = fmt.Errorf("%v (%w)", err, cause)
+		}
 		return nil, steps.Fail("%s %s as %q: no valid AGTP answer: %v", method, target, agentName, err)
 	}
+	steps.NoteAnswer()
 	r := sent
 	r.Status, r.Header, r.Body = resp.Status, http.Header(resp.Header), resp.Body
 	w.Observe(r)

@@ -565,7 +565,9 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 	if h.AGTP == "" {
 		return nil, steps.Fail(`the host exposes no AGTP listener (its ready line has no "agtp" address)`)
 	}
-	opt := wire.ClientOptions{Timeout: steps.ExchangeTimeout, DialTimeout: 5 * time.Second,
+	// The exchange's deadline is its context's (steps.ExchangeContext);
+	// the client's own only caps it.
+	opt := wire.ClientOptions{Timeout: steps.ExchangeCap, DialTimeout: 5 * time.Second,
 		Limits: wire.Limits{MaxBodyBytes: steps.MaxBodyBytes}}
 	addr := h.AGTP
 	switch s.transport {

@@ -33,7 +33,15 @@ var misbehaviours = []misbehaviour{
 		<-stop
 	}},
 	{"trickles a byte at a time", func(c net.Conn, stop <-chan struct{}) {
-		for _, b := range []byte("AGTP/1.0 200 OK\r\nContent-Length: 40\r\n\r\n") {
+		// A status line, then a header that never ends, a byte at a time:
+		// only the client's deadline ends the exchange, however busy the
+		// machine.
+		head := []byte("AGTP/1.0 200 OK\r\nX-Trickle: ")
+		for i := 0; ; i++ {
+			b := byte('x')
+			if i < len(head) {
+				b = head[i]
+			}
 			if _, err := c.Write([]byte{b}); err != nil {
 				return
 			}
@@ -138,9 +146,10 @@ func TestAHostilePeerNeverHangsTheClient(t *testing.T) {
 					t.Fatal("no error")
 				}
 				var fe *FrameError
-				if took := time.Since(start); took > deadline+time.Second {
-					t.Fatalf("took %v (%v)", took, err)
-				}
+				// Every peer that does not end the exchange itself holds
+				// until stop, after this: only the deadline can have ended
+				// it, so its duration is not checked against a margin.
+				t.Logf("ended after %v: %v", time.Since(start), err)
 				if errors.As(err, &fe) && fe.Status == 0 {
 					t.Fatalf("a frame error without a status: %v", err)
 				}
