@@ -101,13 +101,6 @@ func idList(rows []verdict.Row, budget int) string {
 	return s
 }
 
-func clipRunes(s string, n int) string {
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
-}
-
 // printExchange prints an exchange whole (bodies as the bundle keeps them),
 // wrapped.
 func printExchange(w io.Writer, id string, x *verdict.Exchange) {
