@@ -93,6 +93,12 @@ func runDecisionsModel(ctx context.Context) error {
 	default:
 		return steps.Fault("the fixture names no max_repair_attempts")
 	}
+	// The host is acquired before any sequence: one that does not start
+	// fails here as every scenario on it does, not as a disagreement the
+	// model would shrink.
+	if _, err := w.Host(ctx); err != nil {
+		return err
+	}
 	settings, err := models.Current()
 	if err != nil {
 		return steps.Fault("%v", err)
