@@ -8,7 +8,7 @@ import (
 
 // Hosts broken in ways only an order of operations shows: each rule below
 // but the last lets every hand-written host-event scenario pass
-// (sabotage/model_test.go shows it) and is caught by the model-based
+// (sabotage/proofs/model_test.go shows it) and is caught by the model-based
 // requirement openwop.model.host-events, which draws the orders.
 
 // exchangeLog is what a rule knows of the host's history: every inbound

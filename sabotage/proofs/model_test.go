@@ -1,4 +1,4 @@
-package sabotage_test
+package proofs_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ const handWrittenHostEvents = "@req:openwop.hostevents.resume.after-last-event-i
 // hand-written host-event scenario passes, and the model requirement fails
 // with a minimal sequence, its seed and the command that replays it.
 func TestModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if testing.Short() {
 		t.Skip("runs the host-event scenarios three times")
 	}
@@ -75,6 +76,7 @@ func TestModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 // seed its row printed and a budget of 1, and gets the same minimal
 // sequence back.
 func TestModelReplayReproducesTheMinimalSequence(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if testing.Short() {
 		t.Skip("runs the model twice against a sabotaged host")
 	}
@@ -139,6 +141,7 @@ func between(s, from, to string) string {
 // matrix test (TestEveryScenarioFailsAgainstSomeSabotagedHost) holds every
 // one of these rules to failing its id on every run.
 func TestModelIdsFailAgainstTheirRules(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if os.Getenv("PARLEY_MODEL_RULES") != "1" {
 		t.Skip("set PARLEY_MODEL_RULES=1: the matrix test runs these rules already")
 	}
@@ -168,6 +171,7 @@ func TestModelIdsFailAgainstTheirRules(t *testing.T) {
 // agl-core scenario passes (each reads a permit at most once after the
 // change it checks), and the permit model's history is not linearizable.
 func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if testing.Short() {
 		t.Skip("runs the agl-core scenarios against a sabotaged host")
 	}
@@ -205,6 +209,7 @@ func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 // the same session), and the decisions model fails with the four operations
 // that show it.
 func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if testing.Short() {
 		t.Skip("runs the ContractRefine scenarios against a sabotaged host")
 	}

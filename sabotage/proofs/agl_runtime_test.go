@@ -1,4 +1,4 @@
-package sabotage_test
+package proofs_test
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	"github.com/parley-conformance/parley/verdict"
 )
 
-// TestIssue24Rules: each requirement added for issue 24 passes on the
+// TestEachAGLRuntimeIdFailsUnderEveryRuleForIt: each AGL runtime requirement of issue 24 passes on the
 // reference host, and fails against every rule that breaks it, with every
 // one of its scenarios (each outline row) failing under some rule. The
 // matrix test does the same for every rule; this one runs only these.
 // PARLEY_SABOTAGE_IDS is not read: the ids are the issue's.
-func TestIssue24Rules(t *testing.T) {
+func TestEachAGLRuntimeIdFailsUnderEveryRuleForIt(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if testing.Short() {
 		t.Skip("runs the issue's scenarios against sabotaged hosts")
 	}
