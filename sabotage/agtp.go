@@ -222,6 +222,21 @@ func editSweep(r *agtp.Response, edit func(e map[string]any)) {
 // editEvents rewrites (or, returning false, drops) the rcns_release events
 // of an INSPECT target=lifecycle answer.
 func editEvents(r *agtp.Response, keep func(ev, payload map[string]any) bool) {
+	dropListed(r, func(m map[string]any) bool {
+		if m["type"] != "rcns_release" {
+			return false
+		}
+		p, _ := m["payload"].(map[string]any)
+		if p == nil {
+			p = m
+		}
+		return !keep(m, p)
+	})
+}
+
+// dropListed removes, from every list anywhere in an answer's JSON body, the
+// objects drop picks; the rest of the document is kept as it was.
+func dropListed(r *agtp.Response, drop func(m map[string]any) bool) {
 	doc := agtpJSON(r)
 	if doc == nil {
 		return
@@ -237,14 +252,8 @@ func editEvents(r *agtp.Response, keep func(ev, payload map[string]any) bool) {
 		case []any:
 			out := []any{}
 			for _, c := range t {
-				if m, ok := c.(map[string]any); ok && m["type"] == "rcns_release" {
-					p, _ := m["payload"].(map[string]any)
-					if p == nil {
-						p = m
-					}
-					if !keep(m, p) {
-						continue
-					}
+				if m, ok := c.(map[string]any); ok && drop(m) {
+					continue
 				}
 				out = append(out, walk(c))
 			}

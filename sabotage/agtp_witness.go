@@ -222,31 +222,9 @@ func gateCeiling(x *AGTPExchange) int {
 // filterSweep keeps, in every list of a sweep report, the entries keep
 // accepts.
 func filterSweep(r *agtp.Response, keep func(e map[string]any) bool) {
-	doc := agtpJSON(r)
-	if doc == nil {
-		return
-	}
-	var walk func(v any) any
-	walk = func(v any) any {
-		switch t := v.(type) {
-		case map[string]any:
-			for k, c := range t {
-				t[k] = walk(c)
-			}
-			return t
-		case []any:
-			out := []any{}
-			for _, c := range t {
-				if m, ok := c.(map[string]any); ok && m["synthesis_id"] != nil && m["disposition"] != nil && !keep(m) {
-					continue
-				}
-				out = append(out, walk(c))
-			}
-			return out
-		}
-		return v
-	}
-	setAGTPJSON(r, walk(doc))
+	dropListed(r, func(m map[string]any) bool {
+		return m["synthesis_id"] != nil && m["disposition"] != nil && !keep(m)
+	})
 }
 
 // rememberLineage notes the recipe lineage of every contract an answer
