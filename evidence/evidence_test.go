@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -99,7 +100,7 @@ func TestAWrongKeyFails(t *testing.T) {
 	b, _ := sign(t, statement(t))
 	other, _, _ := evidence.GenerateKey()
 	_, err := evidence.Verify(b, other, reg, corpus)
-	if err == nil || !strings.Contains(err.Error(), "not by the given key") {
+	if !errors.Is(err, evidence.ErrOtherKey) {
 		t.Fatalf("want a wrong-key error, got %v", err)
 	}
 }

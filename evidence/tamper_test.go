@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"strings"
+	"errors"
 	"testing"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
@@ -37,10 +37,10 @@ func TestAChangedPayloadSaysSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = evidence.Verify(buf.Bytes(), pub, reg, corpus)
-	if err == nil || !strings.Contains(err.Error(), "the payload changed after signing") {
+	if !errors.Is(err, evidence.ErrPayloadChanged) {
 		t.Fatalf("want a changed-payload error, got %v", err)
 	}
-	if strings.Contains(err.Error(), "not by the given key") {
+	if errors.Is(err, evidence.ErrOtherKey) {
 		t.Fatalf("a changed payload reads as a wrong key: %v", err)
 	}
 }

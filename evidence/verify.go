@@ -18,6 +18,14 @@ import (
 	"github.com/parley-conformance/parley/verdict"
 )
 
+// ErrOtherKey: the bundle names a signing key other than the one given, so
+// nothing about its payload can be said (ask for the signer's key).
+var ErrOtherKey = errors.New("signed by another key")
+
+// ErrPayloadChanged: the bundle names the given key, and its signature does
+// not cover the payload it carries now: the bundle was changed after signing.
+var ErrPayloadChanged = errors.New("the payload changed after signing")
+
 // Verify checks a bundle against a public key and this suite's registry and
 // corpus. It returns the statement when every check passes, and otherwise an
 // error that lists each problem found.
@@ -53,7 +61,7 @@ func verify(bundle []byte, pub ed25519.PublicKey, reg *scenarios.Registry, corpu
 		return nil, fmt.Errorf("want exactly one signature, the envelope has %d", len(env.Signatures))
 	}
 	if want := KeyID(pub); env.Signatures[0].KeyID != want {
-		return nil, fmt.Errorf("the bundle was signed by key %s, not by the given key %s", env.Signatures[0].KeyID, want)
+		return nil, fmt.Errorf("%w: the bundle was signed by key %s, not by the given key %s", ErrOtherKey, env.Signatures[0].KeyID, want)
 	}
 	ev, err := dsse.NewEnvelopeVerifier(verifier{pub})
 	if err != nil {
@@ -63,7 +71,7 @@ func verify(bundle []byte, pub ed25519.PublicKey, reg *scenarios.Registry, corpu
 	if err != nil {
 		// The envelope names the given key, so the key is right and what it
 		// signed is not what the envelope carries now.
-		return nil, fmt.Errorf("the payload changed after signing: the signature by the given key %s does not verify over the payload the envelope carries now (or the signature itself was changed)", KeyID(pub))
+		return nil, fmt.Errorf("%w: the signature by the given key %s does not verify over the payload the envelope carries now (or the signature itself was changed)", ErrPayloadChanged, KeyID(pub))
 	}
 	if base64.StdEncoding.EncodeToString(payload) != env.Payload {
 		return nil, errors.New("the payload is not canonical base64: it was changed after signing")
