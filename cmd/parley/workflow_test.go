@@ -65,12 +65,26 @@ func TestTheCopyableWorkflowWorks(t *testing.T) {
 	// build instead, and says so.
 	parley := "env PARLEY_AS_MAIN=1 " + strings.TrimPrefix(self(t), "PARLEY_AS_MAIN=1 ")
 	version := strings.TrimPrefix(wf.Env["PARLEY"], modulePath+"/cmd/parley@")
+	installed := false
 	if m := pseudoVersion.FindStringSubmatch(version); m != nil && func() bool { _, err := git(t, "rev-parse", "-q", "--verify", m[2]+"^{commit}"); return err == nil }() {
-		parley = installPin(t, resolvePin(t, version))
+		parley, installed = installPin(t, resolvePin(t, version)), true
 	} else if _, err := git(t, "rev-parse", "-q", "--verify", "refs/tags/"+version); err == nil {
-		parley = installPin(t, resolvePin(t, version))
+		parley, installed = installPin(t, resolvePin(t, version)), true
 	} else {
 		t.Logf("the pinned %s is not in this checkout; the steps run this build of parley", version)
+	}
+
+	if installed {
+		// The adopter's first check that the pin took: the installed
+		// binary names the pinned version and its commit.
+		out, err := exec.Command(parley, "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --version: %v\n%s", version, err, out)
+		}
+		m := pseudoVersion.FindStringSubmatch(version)
+		if !strings.HasPrefix(string(out), "parley "+version+"\n") || (m != nil && !strings.Contains(string(out), "commit "+m[2])) {
+			t.Fatalf("the parley installed at %s says %q", version, out)
+		}
 	}
 
 	dir := t.TempDir()
