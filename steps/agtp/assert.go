@@ -347,7 +347,7 @@ func registerAssertions(c *steps.Catalog) {
 		if mode == "optimistic" {
 			ok, want = is2xx(r) && r.Header.Get("Contract-Synthesized") != "", "a success with Contract-Synthesized"
 		}
-		return steps.Precondition(issuing(s), w.Assert(ok, "fixture %s runs RCNS in %s mode, and an opted-in request for a pair a recipe composes, by the same agent, was delivered no contract (not %s), so the gate is not open: %s", fx, mode, want, r))
+		return steps.Precondition(issuing(mode), w.Assert(ok, "fixture %s runs RCNS in %s mode, and an opted-in request for a pair a recipe composes, by the same agent, was delivered no contract (not %s), so the gate is not open: %s", fx, mode, want, r))
 	})
 	c.Then(`^the response is served by its registration$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
