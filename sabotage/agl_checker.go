@@ -321,9 +321,11 @@ var aglCheckerRules = []Rule{
 			tok, _ := b["permit_token"].(string)
 			return b["approval"] != nil || b["decision"] != nil || strings.HasPrefix(tok, "sha256:")
 		})},
-	{ID: "agl.contract.interface-compatibility", Broken: "registers incompatible interface changes under a minor version",
+	{ID: "agl.contract.interface-compatibility", Broken: "registers incompatible interface changes section 10 lists under a minor version",
 		Response: func(x *Exchange, r *Response) {
-			if chkContractVersion(x) != "" && r.Status == http.StatusConflict && strings.Contains(string(r.Body), "incompatible_contract_change") {
+			// The changes section 10 does not list are parley's binding
+			// (agl.contract.interface-binding-changes): they stay refused.
+			if chkContractVersion(x) != "" && r.Status == http.StatusConflict && strings.Contains(string(r.Body), "incompatible_contract_change") && !onlyUnlistedChanges(r) {
 				r.Status = http.StatusCreated
 				r.SetJSON(map[string]any{"accepted": true})
 			}

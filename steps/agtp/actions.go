@@ -68,6 +68,9 @@ const (
 	// preInspected: INSPECT target=contract answers the originator its own
 	// contract.
 	preInspected = "agtp.precondition.contract-inspected"
+	// preCompositionFailed: a pair a recipe covers whose composition fails
+	// is refused 464 with a failed-composition reason.
+	preCompositionFailed = "agtp.precondition.composition-failed"
 )
 
 // options are what a "sends" step adds to the request.
