@@ -492,8 +492,11 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.preflight.post.reason-shape",
 		Broken: "drops the \"contract: \" prefix from reasons, on the wire and in the WAL",
+		// Everywhere the host shows a decision (POST, GET, the frame's
+		// reason and its decision_json), so the host stays consistent and
+		// only the reason's shape is wrong.
 		Response: func(x *Exchange, r *Response) {
-			decision(false, func(d map[string]any) {
+			decision(true, func(d map[string]any) {
 				if s, ok := d["reason"].(string); ok {
 					d["reason"] = strings.TrimPrefix(s, "contract: ")
 				}
@@ -501,6 +504,16 @@ var contractRefineRules = []Rule{
 			frames(func(kind string, a map[string]any) []map[string]any {
 				if s, ok := a["reason"].(string); ok {
 					a["reason"] = strings.TrimPrefix(s, "contract: ")
+				}
+				if s, ok := a["decision_json"].(string); ok {
+					var d map[string]any
+					if json.Unmarshal([]byte(s), &d) == nil {
+						if rs, ok := d["reason"].(string); ok {
+							d["reason"] = strings.TrimPrefix(rs, "contract: ")
+							b, _ := json.Marshal(d)
+							a["decision_json"] = string(b)
+						}
+					}
 				}
 				return []map[string]any{a}
 			})(x, r)

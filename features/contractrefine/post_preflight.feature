@@ -62,7 +62,7 @@ Feature: POST /v1/preflight
     When the agent requests a preflight without <field>
     Then the response status is 200
     And the response field "outcome" is "deny"
-    And the response field "reason" is "contract: session_metadata_missing"
+    And the decision's subreason is "session_metadata_missing"
 
     Examples:
       | field              |
