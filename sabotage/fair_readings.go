@@ -160,6 +160,39 @@ func FaithfulReadings() []Reading {
 			}
 		}}})
 
+	// A persisted synthesis is reflected in later manifests; nothing says
+	// what else a manifest lists.
+	manifest := new(atomic.Int64)
+	add(Reading{Name: "agtp.manifest-syntheses-only", Family: "agtp", applied: manifest,
+		Host: "lists in DISCOVER / only the endpoints synthesis persisted, not its configured Tier A endpoints",
+		Rule: Rule{AGTP: func(x *AGTPExchange, r *agtp.Response) {
+			if x.Request.Method != "DISCOVER" || x.Request.Path != "/" || r.Status != 200 {
+				return
+			}
+			m := agtpJSON(r)
+			changed := false
+			objectsIn(m, func(o map[string]any) {
+				eps, ok := o["endpoints"].([]any)
+				if !ok {
+					return
+				}
+				kept := []any{}
+				for _, e := range eps {
+					if ep, _ := e.(map[string]any); ep != nil && ep["synthesis_id"] != nil {
+						kept = append(kept, e)
+					}
+				}
+				if len(kept) != len(eps) {
+					o["endpoints"] = kept
+					changed = true
+				}
+			})
+			if changed {
+				setAGTPJSON(r, m)
+				manifest.Add(1)
+			}
+		}}})
+
 	// The text names no status for a sweep by a caller without
 	// inspect:all; the wire notes refuse the analogous SUSPEND 403.
 	add(readingOf("agtp.sweep-refused-403", "agtp", "agtp.rcns.sweep.inspect-all-refusal-status",
@@ -171,6 +204,25 @@ func FaithfulReadings() []Reading {
 	// say the count outlives a restart.
 	add(readingOf("contractrefine.repair-budget-in-memory", "contractrefine", "contractrefine.preflight.post.repair-budget-survives-restart",
 		"keeps repair budgets in memory: a restart starts every session's count afresh"))
+
+	// The mode ladder lists a deny frame for a call missing a required
+	// preflight under enforce; under advisory the text asks for none.
+	noDenyFrame := new(atomic.Int64)
+	add(Reading{Name: "contractrefine.advisory-required-preflight-silent", Family: "contractrefine", applied: noDenyFrame,
+		Host: "in advisory mode writes no deny frame for a call missing a preflight its policy bundle requires (it lets the call continue to policy, as advisory does)",
+		Rule: Rule{Response: func(x *Exchange, r *Response) {
+			if mode(x) != "advisory" {
+				return
+			}
+			frames(func(kind string, a map[string]any) []map[string]any {
+				if kind == "autonomy.decision" && a["outcome"] == "deny" && a["reason"] == "contract: preflight_required" {
+					noDenyFrame.Add(1)
+					return nil
+				}
+				return []map[string]any{a}
+			})(x, r)
+		}},
+		Binding: []string{"contractrefine.tool.advisory-required-preflight-deny-frame"}})
 
 	return out
 }
