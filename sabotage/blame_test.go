@@ -27,6 +27,7 @@ var blameSample = []string{
 	"contractrefine.preflight.post.repair-budget-survives-restart",
 	"contractrefine.preflight.post.reason-shape",
 	"openwop.rfc0242.downgrade.reads-as-accepted",
+	"contractrefine.preflight.post.preflight-id-uuidv4",
 }
 
 // blameLeft are leaks this test found and that are not fixed yet: each
@@ -34,9 +35,8 @@ var blameSample = []string{
 // (PARLEY_BLAME_RULES=<key> shows them); docs/interpretations.md ("Fairness
 // audit") says what each needs.
 var blameLeft = map[string]string{
-	"contractrefine.preflight.post.preflight-id-uuidv4": "the rule rewrites preflight_id in POST answers only, so the WAL, GET and the /v1/tool binding never see the ids it invented: every id that follows a preflight_id fails; the rule must map its ids both ways",
-	"contractrefine.preflight.post.audit-id-uuidv4":     "the same: the rule reuses one audit_id in POST answers only, so the WAL frames, GET and the audit join disagree with it and their ids fail",
-	"contractrefine.tool.advisory-continues-to-policy":  "the mode-ladder scenarios observe the configured mode through advisory's own behaviour (a failed binding continues to policy), so a host broken in that behaviour fails them too; they cannot tell the two faults apart",
+	"contractrefine.preflight.post.audit-id-uuidv4":    "the rule reuses one audit_id in POST answers only, so the WAL frames, GET and the audit join disagree with it and their ids fail; a host that really reused one audit_id would also break the audit join by audit_id, so part of that blame is earned, and the rule must show the reuse consistently before the rest can be told apart",
+	"contractrefine.tool.advisory-continues-to-policy": "the mode-ladder scenarios observe the configured mode through advisory's own behaviour (a failed binding continues to policy), so a host broken in that behaviour fails them too; they cannot tell the two faults apart",
 }
 
 // TestABrokenRuleFailsOnlyItsOwnId: a host broken in one rule fails the id
