@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/evidence/envelope"
 )
 
 // PredicateType is the attestation's predicate type.
@@ -57,5 +57,5 @@ func (v Validator) Attest(report, reportDigest string, items []Item, result stri
 	if err != nil {
 		return nil, err
 	}
-	return evidence.SignEnvelope(evidence.InTotoPayloadType, payload, v.Key)
+	return envelope.Sign(envelope.InTotoPayloadType, payload, v.Key)
 }

@@ -23,7 +23,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/evidence/envelope"
 )
 
 // EvidenceConfig is the configuration of the evidence runtime.
@@ -591,9 +591,9 @@ func (h *Host) hEvAttest(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, d)
 		return
 	}
-	payload, idx, err := evidence.VerifyEnvelope(req.Envelope, evidence.InTotoPayloadType, h.ev.keys)
+	payload, idx, err := envelope.VerifyTrusted(req.Envelope, envelope.InTotoPayloadType, h.ev.keys)
 	if err != nil {
-		if errors.Is(err, evidence.ErrUntrustedSigner) {
+		if errors.Is(err, envelope.ErrUntrustedSigner) {
 			writeDenial(w, deny(403, "untrusted_validator", "authorization_denied", 0, "%v", err))
 		} else {
 			writeDenial(w, deny(400, "malformed_attestation", "schema_error", 0, "%v", err))
@@ -637,7 +637,7 @@ func (h *Host) hEvAttest(w http.ResponseWriter, r *http.Request) {
 			return deny(409, "stale_revision", "stale_revision", 0, "the question was revised after the report was drafted")
 		}
 		judgment := map[string]any{
-			"validator": v.Name, "validator_kind": v.Kind, "key_id": evidence.KeyID(h.ev.keys[idx]),
+			"validator": v.Name, "validator_kind": v.Kind, "key_id": envelope.KeyID(h.ev.keys[idx]),
 			"policy": st.Predicate.Policy.Name, "policy_version": st.Predicate.Policy.Version,
 			"result": st.Predicate.Result, "evidence": st.Predicate.Evidence, "report_digest": x.Digest,
 			"kind": "judgment",
