@@ -14,7 +14,13 @@ import (
 
 	"github.com/parley-conformance/parley/peers/evsource"
 	"github.com/parley-conformance/parley/peers/validator"
+	parleyschemas "github.com/parley-conformance/parley/schemas"
 )
+
+func evSchema(t *testing.T, name string, r resp) {
+	t.Helper()
+	require.NoError(t, parleyschemas.ValidateJSON("agl/evidence-"+name+".json", r.Raw), "%s: %s", name, r.Raw)
+}
 
 // TestEvidenceFlow walks a question to a publication and back through the
 // refusals that guard it: the digest of what the source served, a
@@ -34,10 +40,12 @@ func TestEvidenceFlow(t *testing.T) {
 
 	q := c.do("POST", "/agl/v1/evidence/questions", op, map[string]any{"execution_id": "x1", "text": "did revenue grow?"})
 	require.Equal(t, 201, q.Status, string(q.Raw))
+	evSchema(t, "question", q)
 	qid := q.str("question_id")
 	rc := c.do("POST", "/agl/v1/evidence/questions/"+qid+"/receipts", op, map[string]any{"question_revision": 1,
 		"source": map[string]any{"url": srv.URL + "/doc/a?token=s3cret", "credential": "cred-123"}})
 	require.Equal(t, 201, rc.Status, string(rc.Raw))
+	evSchema(t, "receipt", rc)
 	assert.Equal(t, digest, rc.str("content_digest"))
 	assert.Equal(t, srv.URL+"/doc/a", rc.str("source", "url"))
 
@@ -49,6 +57,7 @@ func TestEvidenceFlow(t *testing.T) {
 		return r
 	}
 	r1, r2 := report("yes"), report("no")
+	evSchema(t, "report", r1)
 	require.NotEqual(t, r1.str("report_digest"), r2.str("report_digest"))
 	items := []validator.Item{{ReceiptID: rc.str("receipt_id"), ContentDigest: digest}}
 	attest := func(key ed25519.PrivateKey, about, at resp, result string) resp {
@@ -64,9 +73,12 @@ func TestEvidenceFlow(t *testing.T) {
 	assert.Equal(t, "attestation_required", c.do("POST", "/agl/v1/evidence/reports/"+r1.str("report_id")+"/publication", op, map[string]any{"attestation_id": failed.str("attestation_id")}).code())
 	passed := attest(priv, r1, r1, "pass")
 	require.Equal(t, 201, passed.Status, string(passed.Raw))
+	evSchema(t, "attestation", passed)
 	assert.Equal(t, "llm", passed.str("judgment", "validator_kind"), "the kind is the configuration's, not the statement's")
 	p := c.do("POST", "/agl/v1/evidence/reports/"+r1.str("report_id")+"/publication", op, map[string]any{"attestation_id": passed.str("attestation_id")})
 	require.Equal(t, 201, p.Status, string(p.Raw))
+	evSchema(t, "publication", p)
+	evSchema(t, "publication", c.do("GET", "/agl/v1/evidence/publications/"+p.str("publication_id"), "", nil))
 	assert.Equal(t, r1.str("report_digest"), p.str("report_digest"))
 	assert.Equal(t, "attestation_unbound", c.do("POST", "/agl/v1/evidence/reports/"+r2.str("report_id")+"/publication", op, map[string]any{"attestation_id": passed.str("attestation_id")}).code())
 
