@@ -29,6 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import canon  # noqa: E402
+import evidence  # noqa: E402
 import typespec  # noqa: E402
 from store import Abort, Store  # noqa: E402
 
@@ -199,6 +200,7 @@ class Host:
         db = cfg.get("database_path") or os.path.join(state_dir, "agl.db")
         os.makedirs(os.path.dirname(db), exist_ok=True)
         self.store = Store(db, d("busy_timeout_ms", 15000))
+        self.evidence = evidence.Evidence(self, deny, strict, new_id, ts, jdump, jload)  # evidence.py
         self.instance = new_id("inst_")
         self.clock_offset = 0
         self.stop = threading.Event()
@@ -1940,6 +1942,7 @@ class Host:
             ("POST", p + "/scopes", self.h_create_scope), ("GET", p + "/scopes/([^/]+)", self.h_get_scope),
             ("POST", p + "/scopes/([^/]+)/children", self.h_child_scope), ("POST", p + "/parallel", self.h_parallel),
         ]
+        table += self.evidence.routes(p)  # evidence.py
         if self.seams:
             table += [
                 ("POST", s + "/faults", self.s_add_fault), ("GET", s + "/faults", self.s_faults), ("DELETE", s + "/faults", self.s_clear_faults),
