@@ -101,9 +101,10 @@ func (h *Host) checkGrantChain(ctx context.Context, q querier, g *grantRow, step
 			d = deny(403, "grant_expired", "authorization_denied", step, "grant %s expired at %s", cur.ID, msTime(cur.ExpiresAt))
 		case now < cur.NotBefore:
 			d = deny(403, "grant_not_yet_valid", "authorization_denied", step, "grant %s is valid from %s", cur.ID, msTime(cur.NotBefore))
-		case step < 8:
-			// A new claim needs a use left; a retry or a recovery (step
-			// 8) spends none: its operation was charged when claimed.
+		case step == 6 || step == 7:
+			// A claim needs a use left. A proposal (step 3) is no use, and
+			// a retry or a recovery (step 8) spends none: its operation
+			// was charged when claimed.
 			d = h.usesLeft(ctx, q, cur, step)
 		}
 		if d != nil {

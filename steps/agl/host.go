@@ -48,6 +48,7 @@ func Register(c *steps.Catalog) {
 	registerChecker(c)    // the workflow checker, checker.go
 	registerInterfaces(c) // receipts, repeats and contract interfaces, interface.go
 	registerModel(c)      // the permit model, model.go
+	registerDelegation(c) // bounded delegation, delegation.go
 }
 
 // destination is a fake destination account the scenario leased from its
