@@ -3,6 +3,7 @@ package agl
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -62,4 +63,94 @@ func TestStoreMigratesV1(t *testing.T) {
 	s2, err := initStore(path, time.Second)
 	require.NoError(t, err)
 	require.NoError(t, s2.close())
+}
+
+// boundedGrant replaces the scenario's grant with one of n uses.
+func boundedGrant(t *testing.T, c *client, s *scenario, n int) {
+	t.Helper()
+	r := c.do("POST", "/agl/v1/grants", testKeys.Authority, map[string]any{
+		"subject": s.principal, "operations": []string{sendOp}, "ttl_seconds": 3600, "max_uses": n,
+		"resources": []any{map[string]any{"kind": "mailbox", "ids": []string{s.mailbox}}}})
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	s.grantID, s.grantToken = r.str("grant_id"), r.str("grant_token")
+}
+
+// TestLastUseIsClaimedOnce: two dispatches racing for a grant's last use
+// (each with its own approved permit) are serialized by the claim
+// transaction: one is sent, the other is refused naming the count.
+func TestLastUseIsClaimedOnce(t *testing.T) {
+	th := newTestHost(t, nil)
+	c := th.c
+	registerAll(t, c)
+	s := newScenario(t, c, []string{sendOp})
+	boundedGrant(t, c, s, 1)
+	var args [2]map[string]any
+	var permits [2]string
+	for i := range 2 {
+		_, h := s.draft(t)
+		args[i] = map[string]any{"draft": h}
+		_, permits[i], _ = s.approve(t, sendOp, args[i], "operator")
+	}
+	gate := make(chan struct{})
+	var res [2]resp
+	done := make(chan int)
+	for i := range 2 {
+		go func() {
+			<-gate
+			res[i] = s.dispatch(sendOp, args[i], permits[i])
+			done <- i
+		}()
+	}
+	close(gate)
+	<-done
+	<-done
+	statuses := []int{res[0].Status, res[1].Status}
+	require.ElementsMatch(t, []int{200, 403}, statuses, "%s / %s", res[0].Raw, res[1].Raw)
+	refused := res[0]
+	if res[1].Status == 403 {
+		refused = res[1]
+	}
+	require.Equal(t, "grant_uses_exhausted", refused.code())
+	require.Equal(t, "max_uses", refused.str("error", "detail", "bound"))
+	require.Equal(t, s.grantID, refused.str("error", "detail", "grant_id"))
+	require.Equal(t, 1, th.email.Count())
+	g := c.do("GET", "/agl/v1/grants/"+s.grantID, testKeys.Operator, nil)
+	require.EqualValues(t, "1", fmt.Sprint(g.Body["uses"]))
+}
+
+// TestDelegateSpendsItsDelegatorsUses: a delegation inherits what its
+// parent has left, cannot ask for more, and its use is the parent's: the
+// parent is then refused naming itself, and nothing more is sent.
+func TestDelegateSpendsItsDelegatorsUses(t *testing.T) {
+	th := newTestHost(t, nil)
+	c := th.c
+	registerAll(t, c)
+	s := newScenario(t, c, []string{sendOp})
+	boundedGrant(t, c, s, 1)
+	body := map[string]any{"subject": s.principal + "-helper", "operations": []string{sendOp}, "ttl_seconds": 60,
+		"resources": []any{map[string]any{"kind": "mailbox", "ids": []string{s.mailbox}}}}
+	body["max_uses"] = 2
+	r := c.do("POST", "/agl/v1/grants/"+s.grantID+"/delegations", s.grantToken, body)
+	require.Equal(t, 403, r.Status, string(r.Raw))
+	require.Equal(t, "max_uses", r.str("error", "detail", "bound"))
+	delete(body, "max_uses")
+	r = c.do("POST", "/agl/v1/grants/"+s.grantID+"/delegations", s.grantToken, body)
+	require.Equal(t, 201, r.Status, string(r.Raw))
+	require.Equal(t, "1", fmt.Sprint(r.Body["max_uses"]), "inherits what the parent has left")
+
+	helper := &scenario{c: c, principal: s.principal + "-helper", agent: s.agent + "-helper", exec: s.exec, mailbox: s.mailbox,
+		grantID: r.str("grant_id"), grantToken: r.str("grant_token")}
+	require.Equal(t, 200, c.do("PUT", "/agl/v1/agents/"+helper.agent, testKeys.Operator, map[string]any{
+		"principal": helper.principal, "tools": []string{sendOp}, "effect_ceiling": []string{"external_write", "email_send"}}).Status)
+	_, h := helper.draft(t)
+	_, permit, _ := helper.approve(t, sendOp, map[string]any{"draft": h}, "operator")
+	require.Equal(t, 200, helper.dispatch(sendOp, map[string]any{"draft": h}, permit).Status)
+
+	_, h2 := s.draft(t)
+	_, permit2, _ := s.approve(t, sendOp, map[string]any{"draft": h2}, "operator")
+	r = s.dispatch(sendOp, map[string]any{"draft": h2}, permit2)
+	require.Equal(t, 403, r.Status, string(r.Raw))
+	require.Equal(t, "grant_uses_exhausted", r.code())
+	require.Equal(t, s.grantID, r.str("error", "detail", "grant_id"))
+	require.Equal(t, 1, th.email.Count())
 }
