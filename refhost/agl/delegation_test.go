@@ -154,3 +154,31 @@ func TestDelegateSpendsItsDelegatorsUses(t *testing.T) {
 	require.Equal(t, s.grantID, r.str("error", "detail", "grant_id"))
 	require.Equal(t, 1, th.email.Count())
 }
+
+// TestTwoHostsMigrateOneStore: two hosts opening the same version 1 store
+// at once both open it; the second finds it migrated under the write lock
+// and does not add the column again.
+func TestTwoHostsMigrateOneStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	require.NoError(t, err)
+	// As a version 1 host left it: in WAL mode, schema version 1.
+	_, err = db.Exec(`PRAGMA journal_mode=WAL; ` + schemaSQL + `; PRAGMA user_version = 1`)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	errs := make(chan error, 2)
+	gate := make(chan struct{})
+	for range 2 {
+		go func() {
+			<-gate
+			s, err := initStore(path, 5*time.Second)
+			if err == nil {
+				err = s.close()
+			}
+			errs <- err
+		}()
+	}
+	close(gate)
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+}

@@ -262,6 +262,12 @@ func initStore(path string, busy time.Duration) (*store, error) {
 	}
 	if version < schemaVersion {
 		err = s.tx(ctx, func(tx *sql.Tx) error {
+			// Read again under the write lock: another host opening the
+			// same file may have migrated it since (ALTER TABLE is not
+			// idempotent as CREATE ... IF NOT EXISTS is).
+			if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
+				return err
+			}
 			if version < 1 {
 				if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
 					return err
