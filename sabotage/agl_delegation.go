@@ -219,6 +219,16 @@ var aglDelegationRules = []Rule{
 	},
 	{
 		ID:      "agl.delegation.budget-bounded-by-delegator",
+		Variant: "bound-unnamed",
+		Broken:  "refuses an action under a spent or revoked grant chain without naming the grant or the bound that stopped it",
+		Response: aglWithLearning(func(x *Exchange, r *Response) {
+			if aglDispatch(x) || aglPropose(x) {
+				aglDropDetail(func(*Exchange) bool { return true }, aglCode(r), "bound", "grant_id")(x, r)
+			}
+		}),
+	},
+	{
+		ID:      "agl.delegation.budget-bounded-by-delegator",
 		Variant: "count-ignored",
 		Broken:  "ignores the use count a delegation asks for: the delegate gets all its delegator has left",
 		Intercept: func(x *Exchange) *Response {

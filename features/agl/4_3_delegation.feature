@@ -113,3 +113,12 @@ Feature: Bounded delegation
     Then the action is refused with status 403, code "grant_uses_exhausted" and category "authorization_denied"
     And the refusal names the bound "max_uses" of the principal's grant
     And the destination received no message
+
+  @req:agl.delegation.budget-bounded-by-delegator @profile:agl-parley-binding
+  Scenario: A revoked delegator stops its delegate, the refusal naming the revoked grant
+    Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
+    When the authorization service revokes the principal's grant
+    And the helper makes an approved transfer of 200 to "DE89370400440532013000" under the delegated grant
+    Then the action is refused with status 403, code "grant_revoked" and category "authorization_denied"
+    And the refusal names the bound "revoked" of the principal's grant
+    And the ledger received no transfer
