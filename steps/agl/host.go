@@ -49,6 +49,7 @@ func Register(c *steps.Catalog) {
 	registerInterfaces(c) // receipts, repeats and contract interfaces, interface.go
 	registerModel(c)      // the permit model, model.go
 	registerEvidence(c)   // evidence obligations, evidence.go
+	registerDelegation(c) // bounded delegation, delegation.go
 }
 
 // destination is a fake destination account the scenario leased from its
