@@ -247,7 +247,7 @@ type pool struct {
 	stopping sync.WaitGroup
 	retiring map[string]chan struct{} // keys whose changed host is stopping; closed once stopped
 	hosts    int                      // fresh hosts started
-	restarts int // hosts started again on their state
+	restarts int                      // hosts started again on their state
 }
 
 // counts returns how many fresh hosts the pool started, and restarts.
