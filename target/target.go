@@ -381,6 +381,15 @@ func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
 			p.started[digest] = true
 			p.mu.Unlock()
 		}
+	} else if e.changed {
+		// A host restarted under a changed configuration that the scenario
+		// which changed it never released (a target nobody releases on):
+		// the scenario is over, since only it held the key, so the host is
+		// retired and a new one started under the key's own configuration.
+		p.retire(key, e)
+		delete(p.entries, key)
+		p.mu.Unlock()
+		return p.acquire(ctx, cfg)
 	} else {
 		e.refs++
 		if e.idle != nil {
