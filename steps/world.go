@@ -430,9 +430,9 @@ func (w *World) Restart(ctx context.Context, crash bool) error {
 // ChangeAtRestart says the scenario's host is started under a changed
 // configuration at its next restart (what an operator does when it
 // changes a deployment and restarts the service): change turns the host's
-// configuration into the changed one. A target that cannot restart a host
-// under another configuration blocks the scenario here, before anything is
-// done at the host.
+// configuration into the changed one. A target with no RestartWith blocks
+// the scenario here, before anything is done at the host; one that answers
+// it cannot (a url host) blocks it at the restart, with its reason.
 func (w *World) ChangeAtRestart(change func(target.Config) (target.Config, error)) error {
 	if _, ok := w.Target.(target.Reconfigurer); !ok {
 		return Block(verdict.CauseTarget, "the %s target cannot stop a host and start it again on its state under a changed configuration (use the refhost, exec or container target)", w.Target.Kind())
