@@ -50,6 +50,7 @@ func Register(c *steps.Catalog) {
 	registerModel(c)      // the permit model, model.go
 	registerEvidence(c)   // evidence obligations, evidence.go
 	registerDelegation(c) // bounded delegation, delegation.go
+	registerRestart(c)    // a restart under a changed deployment, restart.go
 }
 
 // destination is a fake destination account the scenario leased from its
