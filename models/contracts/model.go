@@ -316,7 +316,9 @@ func (m *Model) Allowed(op Op) []Expect {
 	case Replay:
 		return m.replay(op)
 	case Unclaimed:
-		return append(m.rateLimited(op.Agent), Expect{Status: 262, Reasons: []string{"scope-required"}})
+		// Lock 3 closed by the claim; the agent's own contract for the
+		// pair may still serve it (the resolver answers before the gate).
+		return append(m.rateLimited(op.Agent), append(m.resolved(op.Agent, op.Pair), Expect{Status: 262, Reasons: []string{"scope-required"}})...)
 	case Plain:
 		return m.plain(op)
 	case Present:
@@ -364,14 +366,23 @@ func (m *Model) gate(op Op) []Expect {
 	// Confirm-first: a 461 previewing a new contract (or again one the
 	// agent holds for the pair); or served under the agent's own contract.
 	live := labels(m.held(agent, pair, Pending, Active))
-	return append(out,
+	return append(append(out,
 		Expect{Status: 461, Fresh: true, Under: live, then: func(a Answer) {
 			if _, known := m.byID[a.Contract]; !known {
 				m.issue(a.Contract, agent, pair, Pending)
 			}
-		}},
-		Expect{Status: 200, Under: live, then: func(a Answer) { m.byID[a.Contract].State = Active }},
-	)
+		}}), m.resolved(agent, pair)...)
+}
+
+// resolved is a success under one of the agent's own live contracts for
+// the pair, when it holds one: the resolver may answer an opted-in request
+// before the gate does.
+func (m *Model) resolved(agent, pair int) []Expect {
+	live := labels(m.held(agent, pair, Pending, Active))
+	if len(live) == 0 {
+		return nil
+	}
+	return []Expect{{Status: 200, Under: live, then: func(a Answer) { m.byID[a.Contract].State = Active }}}
 }
 
 // replay is an opted-in request repeating a key the agent sent: the cached
@@ -495,7 +506,7 @@ func (m *Model) Apply(op Op, a Answer) error {
 		for i, e := range allowed {
 			want[i] = e.String()
 		}
-		return fmt.Errorf("answered %s; the model allows %s", m.describe(a), strings.Join(want, ", or "))
+		return fmt.Errorf("answered %s; the model allows %s", m.Describe(a), strings.Join(want, ", or "))
 	}
 	switch op.Kind {
 	case Gate, Replay, Unclaimed:
@@ -516,7 +527,8 @@ func (m *Model) Apply(op Op, a Answer) error {
 	return nil
 }
 
-func (m *Model) describe(a Answer) string {
+// Describe names an answer in the model's terms (contracts by label).
+func (m *Model) Describe(a Answer) string {
 	s := fmt.Sprint(a.Status)
 	if a.Reason != "" {
 		s += " " + a.Reason
