@@ -198,12 +198,36 @@ func (d *contractsDriver) sequence(t *rapid.T) {
 	m := contracts.New(d.mode, d.ceiling)
 
 	negotiator := rapid.SampledFrom([]int{contracts.A0, contracts.A1})
-	contract := func(t *rapid.T) string {
+	// A contract operated on is a live one two times in three when there
+	// is one, else any issued, and one time in eight an id never issued.
+	contract := func(t *rapid.T) *contracts.Contract {
 		cs := m.Contracts()
-		if len(cs) == 0 || rapid.IntRange(0, 5).Draw(t, "unknown") == 0 {
+		if len(cs) == 0 || rapid.IntRange(0, 7).Draw(t, "unknown") == 0 {
+			return nil
+		}
+		var live []*contracts.Contract
+		for _, c := range cs {
+			if c.State == contracts.Pending || c.State == contracts.Active {
+				live = append(live, c)
+			}
+		}
+		if len(live) > 0 && rapid.IntRange(0, 2).Draw(t, "live") > 0 {
+			return rapid.SampledFrom(live).Draw(t, "contract")
+		}
+		return rapid.SampledFrom(cs).Draw(t, "contract")
+	}
+	id := func(c *contracts.Contract) string {
+		if c == nil {
 			return ""
 		}
-		return rapid.SampledFrom(cs).Draw(t, "contract").ID
+		return c.ID
+	}
+	// Who operates on it: its originator two times in four.
+	actor := func(t *rapid.T, c *contracts.Contract, others ...int) int {
+		if c != nil && rapid.IntRange(0, 3).Draw(t, "originator") < 2 {
+			return c.Agent
+		}
+		return rapid.SampledFrom(append([]int{contracts.A0, contracts.A1}, others...)).Draw(t, "actor")
 	}
 	gate := func(t *rapid.T) {
 		op := contracts.Op{Kind: contracts.Gate, Agent: negotiator.Draw(t, "agent"),
@@ -215,7 +239,12 @@ func (d *contractsDriver) sequence(t *rapid.T) {
 		d.do(t, m, op)
 	}
 	present := func(t *rapid.T) {
-		d.do(t, m, contracts.Op{Kind: contracts.Present, Agent: negotiator.Draw(t, "agent"), Contract: contract(t), OptIn: rapid.Bool().Draw(t, "opt-in")})
+		c := contract(t)
+		d.do(t, m, contracts.Op{Kind: contracts.Present, Agent: actor(t, c), Contract: id(c), OptIn: rapid.Bool().Draw(t, "opt-in")})
+	}
+	revoke := func(t *rapid.T) {
+		c := contract(t)
+		d.do(t, m, contracts.Op{Kind: contracts.Revoke, Agent: actor(t, c, contracts.Operator), Contract: id(c)})
 	}
 	t.Repeat(map[string]func(*rapid.T){
 		"gate":          gate,
@@ -239,12 +268,11 @@ func (d *contractsDriver) sequence(t *rapid.T) {
 				Pair: rapid.SampledFrom([]int{contracts.Room0, contracts.Room1}).Draw(t, "pair")})
 		},
 		"suspend": func(t *rapid.T) {
-			d.do(t, m, contracts.Op{Kind: contracts.Suspend, Agent: negotiator.Draw(t, "agent"), Contract: contract(t)})
+			c := contract(t)
+			d.do(t, m, contracts.Op{Kind: contracts.Suspend, Agent: actor(t, c), Contract: id(c)})
 		},
-		"revoke": func(t *rapid.T) {
-			who := rapid.SampledFrom([]int{contracts.A0, contracts.A1, contracts.Operator}).Draw(t, "revoker")
-			d.do(t, m, contracts.Op{Kind: contracts.Revoke, Agent: who, Contract: contract(t)})
-		},
+		"revoke":       revoke,
+		"revoke again": revoke,
 		"replay": func(t *rapid.T) {
 			agent, key := negotiator.Draw(t, "agent"), rapid.IntRange(0, 1).Draw(t, "key")
 			p, used := m.KeyUsed(agent, key)
@@ -254,6 +282,10 @@ func (d *contractsDriver) sequence(t *rapid.T) {
 			d.do(t, m, contracts.Op{Kind: contracts.Replay, Agent: agent, Pair: p, Key: key})
 		},
 		"expire": func(t *rapid.T) {
+			// A third as often as the others: it ends every contract.
+			if rapid.IntRange(0, 2).Draw(t, "expire") > 0 {
+				t.Skip("not this time")
+			}
 			d.do(t, m, contracts.Op{Kind: contracts.Expire})
 		},
 	})
