@@ -31,10 +31,6 @@ import (
 // ContractsModelID is the requirement the contracts model witnesses.
 const ContractsModelID = "agtp.model.contracts"
 
-// contractsDisagreement ends a sequence the host failed; its kind (the
-// operation) is what rapid's shrinking keeps failing the same way.
-type contractsDisagreement struct{ kind string }
-
 type contractsDriver struct {
 	ctx      context.Context
 	w        *steps.World
@@ -42,13 +38,7 @@ type contractsDriver struct {
 	mode     string
 	ceiling  int
 	ttl      float64
-	abort    error
-	checked  int
-	seq      int
-	found    bool // a failing sequence was seen (leases may run out while shrinking)
-	trace    []string
-	lastMsg  string
-	lastSeq  []string
+	rec      models.Recorder // a sequence fails with its operation's kind
 	names    [5]string
 	targets  [3]string
 	seamSeen bool
@@ -118,34 +108,20 @@ func runContractsModel(ctx context.Context) error {
 	if err != nil {
 		return steps.Fault("%v", err)
 	}
-	if d.abort != nil {
-		return d.abort
+	if err := d.rec.Aborted(); err != nil {
+		return err
 	}
-	if d.checked == 0 && !res.Failed {
+	if d.rec.Count() == 0 && !res.Failed {
 		return steps.Fault("the contracts model checked no answer")
 	}
 	detail := ""
 	if res.Failed {
-		var b strings.Builder
-		fmt.Fprintf(&b, "the host disagreed with the model of contracts (%s delivery): %s\n", mode, d.lastMsg)
-		fmt.Fprintf(&b, "minimal sequence (%d operations, agents 0 and 1 and the rooms fresh; contracts numbered c1, c2, ... as issued):\n", len(d.lastSeq))
-		for i, op := range d.lastSeq {
-			fmt.Fprintf(&b, "  %d. %s\n", i+1, op)
-		}
-		fmt.Fprintf(&b, "seed %d (run budget %d; %d sequences run, shrinking included)\n", res.Seed, settings.Budget, d.seq)
-		fmt.Fprintf(&b, "replay: parley run --tags '@req:%s' --model-seed %d --model-budget 1 (with this run's target flags)", ContractsModelID, res.Seed)
-		detail = b.String()
+		detail = d.rec.Report(fmt.Sprintf("the host disagreed with the model of contracts (%s delivery)", mode),
+			"agents 0 and 1 and the rooms fresh; contracts numbered c1, c2, ... as issued", ContractsModelID, res, settings)
 	}
 	w.Set("contracts-model", detail)
-	w.Set("contracts-model-checked", fmt.Sprint(d.checked))
+	w.Set("contracts-model-checked", fmt.Sprint(d.rec.Count()))
 	return nil
-}
-
-func (d *contractsDriver) fail(kind, format string, a ...any) {
-	d.found = true
-	d.lastMsg = fmt.Sprintf(format, a...)
-	d.lastSeq = append([]string(nil), d.trace...)
-	panic(contractsDisagreement{kind})
 }
 
 // stop ends the sequence on an error: a host's failure fails it, anything
@@ -153,12 +129,9 @@ func (d *contractsDriver) fail(kind, format string, a ...any) {
 func (d *contractsDriver) stop(t *rapid.T, kind string, err error) {
 	var f *steps.Failure
 	if errors.As(err, &f) {
-		d.fail(kind, "%s", f.Msg)
+		d.rec.Fail(kind, "%s", f.Msg)
 	}
-	if d.abort == nil {
-		d.abort = err
-	}
-	t.Skip("aborted: ", err)
+	d.rec.Abort(t, err)
 }
 
 func hex12() string {
@@ -168,23 +141,12 @@ func hex12() string {
 }
 
 func (d *contractsDriver) sequence(t *rapid.T) {
-	if d.abort != nil {
-		t.Skip("aborted")
-	}
-	d.trace = nil
-	d.seq++
-	defer func() {
-		if r := recover(); r != nil {
-			if k, ok := r.(contractsDisagreement); ok {
-				t.Fatalf("%s", k.kind)
-			}
-			panic(r)
-		}
-	}()
+	d.rec.Begin(t)
+	defer d.rec.Recover(t)
 	for i := range 2 {
-		name := fmt.Sprintf("model-%d-%d", d.seq, i)
+		name := fmt.Sprintf("model-%d-%d", d.rec.Seq(), i)
 		if _, err := d.s.lease(d.ctx, name, 1, []string{"rooms:*", "rcns:negotiate"}); err != nil {
-			if d.found {
+			if d.rec.Failed() {
 				// Shrinking ran the roster out: the smallest failing
 				// sequence found so far stands.
 				t.Skip("no negotiator left to lease")
@@ -339,14 +301,13 @@ func (d *contractsDriver) do(t *rapid.T, m *contracts.Model, op contracts.Op) {
 	} else {
 		r, err := d.send(m, op)
 		if err != nil {
-			d.trace = append(d.trace, what)
-			t.Log(what)
+			d.rec.Op(t, "%s", what)
 			d.stop(t, op.Kind, err)
 		}
 		a = readAnswer(r, op)
 		if err := m.Apply(op, a); err != nil {
-			d.trace = append(d.trace, fmt.Sprintf("%s: %s", what, m.Describe(a)))
-			d.fail(op.Kind, "%s: %v: %s", what, err, r)
+			d.rec.Op(t, "%s: %s", what, m.Describe(a))
+			d.rec.Fail(op.Kind, "%s: %v: %s", what, err, r)
 		}
 	}
 	line := fmt.Sprintf("%s: %d", what, a.Status)
@@ -356,9 +317,8 @@ func (d *contractsDriver) do(t *rapid.T, m *contracts.Model, op contracts.Op) {
 	if a.Contract != "" {
 		line += " naming " + m.Label(a.Contract)
 	}
-	d.trace = append(d.trace, line)
-	t.Log(line)
-	d.checked++
+	d.rec.Op(t, "%s", line)
+	d.rec.Checked()
 }
 
 func (d *contractsDriver) send(m *contracts.Model, op contracts.Op) (*steps.Response, error) {
@@ -367,7 +327,7 @@ func (d *contractsDriver) send(m *contracts.Model, op contracts.Op) (*steps.Resp
 		if op.Key < 0 {
 			return ""
 		}
-		return fmt.Sprintf("model-%d-key-%d", d.seq, op.Key)
+		return fmt.Sprintf("model-%d-key-%d", d.rec.Seq(), op.Key)
 	}
 	switch op.Kind {
 	case contracts.Gate, contracts.Replay:
@@ -443,13 +403,13 @@ func (d *contractsDriver) expire(t *rapid.T, what string) contracts.Answer {
 	r, present, err := d.w.OptionalSeam(d.ctx, http.MethodPost, path, b, http.Header{"Content-Type": {"application/json"}})
 	switch {
 	case err != nil:
-		d.trace = append(d.trace, what)
+		d.rec.Op(t, "%s", what)
 		d.stop(t, contracts.Expire, err)
 	case r == nil || (!present && !d.seamSeen):
 		d.stop(t, contracts.Expire, steps.Block(verdict.CauseSeamAbsent, "the host has no clock seam POST %s; the contracts model moves the clock through it (docs/hosts/agtp.md section 5)", path))
 	case r.Status != http.StatusOK:
-		d.trace = append(d.trace, fmt.Sprintf("%s: %d", what, r.Status))
-		d.fail(contracts.Expire, "%s: the clock seam answered %s, want 200", what, r)
+		d.rec.Op(t, "%s: %d", what, r.Status)
+		d.rec.Fail(contracts.Expire, "%s: the clock seam answered %s, want 200", what, r)
 	}
 	d.seamSeen = true
 	return contracts.Answer{Status: http.StatusOK}
