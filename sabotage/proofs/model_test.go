@@ -297,3 +297,49 @@ func TestContractsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 		})
 	}
 }
+
+// TestContractsModelReplayReproducesTheMinimalSequence: a failure of the
+// contracts model replays from the seed its row printed, with a budget of
+// 1, to the same minimal sequence (contracts are named by their place in
+// the sequence, never by the host's ids, so the same draws read the same).
+func TestContractsModelReplayReproducesTheMinimalSequence(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the contracts model twice against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "agtp.model.contracts"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#released-id-reissued" {
+			rule = r
+		}
+	}
+	// One row: the seed a row prints is that row's.
+	const row = "@req:" + id + " && @fixture:agtp-model"
+	run := func(s models.Settings) *runner.Row {
+		models.Configure(s)
+		defer models.Configure(models.Settings{})
+		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+		defer tgt.Close()
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: row})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := findRow(res.Rows, id)
+		if r == nil || r.Result != verdict.ExecutedFail {
+			t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, r)
+		}
+		return r
+	}
+	first := run(models.Settings{Seed: 20261202, Budget: 60})
+	seed := between(first.Detail, "--model-seed ", " ")
+	n, err := strconv.ParseUint(seed, 10, 64)
+	if err != nil {
+		t.Fatalf("no seed in the replay command: %s", first.Detail)
+	}
+	again := run(models.Settings{Seed: n, Budget: 1})
+	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
+		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
+	}
+}
