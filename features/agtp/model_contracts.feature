@@ -2,9 +2,10 @@
 # "Delivery Modes", "Contract Scoping and Lifecycle" and "Headers and Rate
 # Limiting", with agtp-wire-notes.md §3 and §7, driven as seeded random
 # sequences against an executable model (models/contracts; docs/models.md).
-# The model moves the host's clock through the clock seam, so the scenario
-# takes its host alone; each sequence leases two fresh negotiators and two
-# fresh rooms, so no sequence sees another's contracts or gate budget.
+# The model moves the host's clock through the clock seam (a host without
+# it runs the sequences without expiry), so the scenario takes its host
+# alone; each sequence leases two fresh negotiators and two fresh rooms, so
+# no sequence sees another's contracts or gate budget.
 @exclusive
 Feature: Contracts agree with their model under any sequence of gate requests, presentations, releases, revocations, replays and expiry
   Every hand-written scenario is one order of operations someone thought
@@ -23,7 +24,7 @@ Feature: Contracts agree with their model under any sequence of gate requests, p
     And its [policies.rcns] sets mode = "<mode>"
     And its [policies.rcns] sets min_trust_tier = 2
     And its [policies.rcns] sets rate_limit_per_minute = 6
-    And the host's clock seam can move its clock past every contract's lifetime
+    And the scenario has its host alone, since the model moves the host's clock through its clock seam when it has one
     And agent "tier" has trust tier 3 and is granted "rooms:*, rcns:negotiate"
     And agent "rooms" has trust tier 1 and is granted "rooms:*"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
