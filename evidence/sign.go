@@ -1,14 +1,10 @@
 package evidence
 
 import (
-	"bytes"
 	"context"
-	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -16,32 +12,17 @@ import (
 	"os"
 
 	"github.com/secure-systems-lab/go-securesystemslib/dsse"
+
+	"github.com/parley-conformance/parley/evidence/envelope"
 )
 
 // KeyID names a public key: the SHA-256 of its PKIX encoding.
-func KeyID(pub ed25519.PublicKey) string {
-	der, _ := x509.MarshalPKIXPublicKey(pub)
-	sum := sha256.Sum256(der)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
+func KeyID(pub ed25519.PublicKey) string { return envelope.KeyID(pub) }
 
-type signer struct{ key ed25519.PrivateKey }
-
-func (s signer) Sign(_ context.Context, data []byte) ([]byte, error) {
-	return ed25519.Sign(s.key, data), nil
-}
-func (s signer) KeyID() (string, error) { return KeyID(s.key.Public().(ed25519.PublicKey)), nil }
-
-type verifier struct{ key ed25519.PublicKey }
-
-func (v verifier) Verify(_ context.Context, data, sig []byte) error {
-	if !ed25519.Verify(v.key, data, sig) {
-		return errors.New("ed25519: signature does not verify")
-	}
-	return nil
-}
-func (v verifier) KeyID() (string, error)   { return KeyID(v.key), nil }
-func (v verifier) Public() crypto.PublicKey { return v.key }
+type (
+	signer   = envelope.Signer
+	verifier = envelope.Verifier
+)
 
 // Sign serializes the statement and wraps it in a DSSE envelope. The
 // envelope's bytes are canonical (compact JSON and one newline), so that
@@ -51,7 +32,7 @@ func Sign(st Statement, key ed25519.PrivateKey) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	es, err := dsse.NewEnvelopeSigner(signer{key})
+	es, err := dsse.NewEnvelopeSigner(signer{Key: key})
 	if err != nil {
 		return nil, err
 	}
@@ -62,15 +43,7 @@ func Sign(st Statement, key ed25519.PrivateKey) ([]byte, error) {
 	return encodeEnvelope(env)
 }
 
-func encodeEnvelope(env *dsse.Envelope) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(env); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+func encodeEnvelope(env *dsse.Envelope) ([]byte, error) { return envelope.Encode(env) }
 
 // GenerateKey makes a new ed25519 key pair.
 func GenerateKey() (ed25519.PublicKey, ed25519.PrivateKey, error) {

@@ -63,7 +63,7 @@ func verify(bundle []byte, pub ed25519.PublicKey, reg *scenarios.Registry, corpu
 	if want := KeyID(pub); env.Signatures[0].KeyID != want {
 		return nil, fmt.Errorf("%w: the bundle was signed by key %s, not by the given key %s", ErrOtherKey, env.Signatures[0].KeyID, want)
 	}
-	ev, err := dsse.NewEnvelopeVerifier(verifier{pub})
+	ev, err := dsse.NewEnvelopeVerifier(verifier{Key: pub})
 	if err != nil {
 		return nil, err
 	}

@@ -356,3 +356,25 @@ var aglCheckerRules = []Rule{
 	{ID: "agl.contract.interface-compatibility", Variant: "fingerprint-kept", Broken: "keeps the contract fingerprint across a compatible version: permits issued before still dispatch",
 		Response: chkDispatchAnyway(func(_ *Exchange, code string) bool { return code == "contract_fingerprint_mismatch" })},
 }
+
+// Evidence obligations of the checker (features/agl/11_evidence_checker.feature):
+// a checker that does not hold publication to them, and one that refuses
+// any publication.
+func init() {
+	evidenceOnly := func(f func(x *Exchange, r *Response)) func(x *Exchange, r *Response) {
+		return func(x *Exchange, r *Response) {
+			if name, _ := chkDoc(x.Body)["name"].(string); strings.HasPrefix(name, "evidence-") {
+				f(x, r)
+			}
+		}
+	}
+	aglRules = append(aglRules,
+		Rule{ID: "agl.evidence.checker-publication-obligations", Broken: "publishes without looking at the state, presence or origin of the evidence and the report",
+			Response: evidenceOnly(chkBlind("AGL-E0201", "AGL-E0110", "AGL-E0501"))},
+		Rule{ID: "agl.evidence.checker-publication-obligations", Variant: "rejects-publication", Broken: "rejects every workflow that publishes, whatever its evidence",
+			Response: evidenceOnly(chkStrict("AGL-E0201", "publication is never allowed", func(n map[string]any) bool {
+				op, _ := n["op"].(string)
+				return n["kind"] == "call" && op == "evidence.publish"
+			}))},
+	)
+}

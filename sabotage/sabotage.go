@@ -116,6 +116,11 @@ type Target struct {
 	proxies []*http.Server
 	byCfg   map[string]string // configuration digest -> proxy URL
 	agtp    agtpProxies       // AGTP/1.0 proxies, when the rule has an AGTP hook
+	// upstream is the inner host's address each key's proxies front: a
+	// key whose host was replaced (a host changed by a restart under
+	// another configuration is retired, and the next Acquire starts a new
+	// one) gets new proxies.
+	upstream map[string]string
 }
 
 func (t *Target) Kind() string                    { return t.Inner.Kind() }
@@ -180,6 +185,28 @@ func (t *Target) Restart(ctx context.Context, cfg target.Config, crash bool) (*t
 	return t.restartWith(cfg, func(run target.Config) (*target.Host, error) { return r.Restart(ctx, run, crash) })
 }
 
+// RestartWith restarts the inner host under the changed configuration (as
+// the rule alters it) and puts new proxies in front of it.
+func (t *Target) RestartWith(ctx context.Context, cfg, changed target.Config, crash bool) (*target.Host, error) {
+	r, ok := t.Inner.(target.Reconfigurer)
+	if !ok {
+		return nil, fmt.Errorf("%w: the %s target cannot restart a host under a changed configuration", target.ErrUnsatisfiable, t.Inner.Kind())
+	}
+	asked, err := target.ChangedRun(cfg, changed)
+	if err != nil {
+		return nil, err
+	}
+	base, err := t.runConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	run, err := t.runConfig(asked)
+	if err != nil {
+		return nil, err
+	}
+	return t.restartAs(cfg, asked, func() (*target.Host, error) { return r.RestartWith(ctx, base, run, crash) })
+}
+
 // PowerCut cuts the power under the inner host and puts new proxies in
 // front of the host started again.
 func (t *Target) PowerCut(ctx context.Context, cfg target.Config, disk target.Disk) (*target.Host, error) {
@@ -195,7 +222,13 @@ func (t *Target) restartWith(cfg target.Config, restart func(run target.Config) 
 	if err != nil {
 		return nil, err
 	}
-	h, err := restart(run)
+	return t.restartAs(cfg, cfg, func() (*target.Host, error) { return restart(run) })
+}
+
+// restartAs restarts the host of cfg, which then runs asked (cfg, or a
+// changed configuration of the same host), with new proxies in front.
+func (t *Target) restartAs(cfg, asked target.Config, restart func() (*target.Host, error)) (*target.Host, error) {
+	h, err := restart()
 	if err != nil {
 		return nil, err
 	}
@@ -205,12 +238,24 @@ func (t *Target) restartWith(cfg target.Config, restart func(run target.Config) 
 	t.agtp.mu.Lock()
 	delete(t.agtp.byCfg, cfg.Key())
 	t.agtp.mu.Unlock()
-	return t.wrap(cfg, h)
+	return t.wrap(asked, h)
 }
 
 // wrap puts the rule's proxies between the suite and a host the inner
 // target gave.
 func (t *Target) wrap(cfg target.Config, h *target.Host) (*target.Host, error) {
+	t.mu.Lock()
+	if was, ok := t.upstream[cfg.Key()]; ok && was != h.HTTP {
+		delete(t.byCfg, cfg.Key())
+		t.agtp.mu.Lock()
+		delete(t.agtp.byCfg, cfg.Key())
+		t.agtp.mu.Unlock()
+	}
+	if t.upstream == nil {
+		t.upstream = map[string]string{}
+	}
+	t.upstream[cfg.Key()] = h.HTTP
+	t.mu.Unlock()
 	asked := sections(cfg)
 	h = target.WithConfig(h, cfg)
 	var logs func() []string

@@ -73,6 +73,7 @@ type World struct {
 	stateDir     string
 	current      *target.Host
 	restarts     []func(*target.Host)
+	change       func(target.Config) (target.Config, error) // how the host's configuration changes at its next restart
 	facts        map[string]map[string]bool
 	notes        []string
 	cleanups     []func()
@@ -407,6 +408,13 @@ func (w *World) Restart(ctx context.Context, crash bool) error {
 	if !kept {
 		return Fault("the scenario restarts its host without keeping its state (a Given step asks for that)")
 	}
+	w.mu.Lock()
+	change := w.change
+	w.change = nil
+	w.mu.Unlock()
+	if change != nil {
+		return w.restartChanged(ctx, h, change, crash)
+	}
 	r, ok := w.Target.(target.Restarter)
 	if !ok {
 		return Block(verdict.CauseTarget, "the %s target cannot stop a host and start it again on its state", w.Target.Kind())
@@ -415,6 +423,45 @@ func (w *World) Restart(ctx context.Context, crash bool) error {
 	how := "restarted"
 	if crash {
 		how = "restarted after a crash"
+	}
+	return w.restarted(nh, err, how)
+}
+
+// ChangeAtRestart says the scenario's host is started under a changed
+// configuration at its next restart (what an operator does when it
+// changes a deployment and restarts the service): change turns the host's
+// configuration into the changed one. A target with no RestartWith blocks
+// the scenario here, before anything is done at the host; one that answers
+// it cannot (a url host) blocks it at the restart, with its reason.
+func (w *World) ChangeAtRestart(change func(target.Config) (target.Config, error)) error {
+	if _, ok := w.Target.(target.Reconfigurer); !ok {
+		return Block(verdict.CauseTarget, "the %s target cannot stop a host and start it again on its state under a changed configuration (use the refhost, exec or container target)", w.Target.Kind())
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.change != nil {
+		return Fault("the scenario changes its host's configuration twice before one restart")
+	}
+	w.change = change
+	return nil
+}
+
+// restartChanged restarts the scenario's host under the changed
+// configuration. The target keeps the changed host the scenario's alone:
+// it is retired once the scenario releases it.
+func (w *World) restartChanged(ctx context.Context, h *target.Host, change func(target.Config) (target.Config, error), crash bool) error {
+	r, ok := w.Target.(target.Reconfigurer)
+	if !ok {
+		return Block(verdict.CauseTarget, "the %s target cannot stop a host and start it again on its state under a changed configuration (use the refhost, exec or container target)", w.Target.Kind())
+	}
+	changed, err := change(h.Config)
+	if err != nil {
+		return err
+	}
+	nh, err := r.RestartWith(ctx, h.Config, changed, crash)
+	how := "restarted under a changed configuration"
+	if crash {
+		how = "restarted after a crash under a changed configuration"
 	}
 	return w.restarted(nh, err, how)
 }

@@ -148,3 +148,22 @@ func TestACallbackScenarioIsBlockedOnAnIsolatedHost(t *testing.T) {
 		}
 	}
 }
+
+// A scenario that restarts its host under a changed configuration is
+// blocked, with the target's reason, on a target that cannot (a url host
+// answers that it cannot), never failed.
+func TestARestartUnderAChangedConfigurationBlocksWhereTheTargetCannot(t *testing.T) {
+	set := testSet(t)
+	w := onFixture(t, deployedAt(t, "http://127.0.0.1:1", set, "stepstest-host"), set, "stepstest-host")
+	if err := w.KeepState(); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.ChangeAtRestart(func(c target.Config) (target.Config, error) { return c, nil }); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Restart(context.Background(), true)
+	_ = w.Settle(err)
+	if o := w.Outcome(); err == nil || o == nil || o.Verdict != verdict.Blocked || o.Cause != verdict.CauseTarget || !strings.Contains(err.Error(), "changed configuration") {
+		t.Fatalf("want blocked (target-cannot-provide) naming the changed configuration, got %v / %+v", err, o)
+	}
+}

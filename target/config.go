@@ -34,6 +34,11 @@ type Config struct {
 	// at a time (the callers take turns): a host restarted on its state by
 	// one scenario is as good as new for the next.
 	lane bool
+	// from, when set, is the key of the configuration a running host was
+	// started with before it was restarted under this one (ChangedFrom):
+	// the host is the same one, cached under its first key, and is never
+	// lent to another scenario once released.
+	from string
 }
 
 // NewConfig builds a configuration from family sections (any JSON-encodable
@@ -117,8 +122,26 @@ func (c Config) WithLane(name string) Config { c.instance, c.lane = name, true; 
 // Lane reports whether the instance is lent again once released.
 func (c Config) Lane() bool { return c.lane }
 
-// Key is what targets cache hosts by: the document's digest and the instance.
+// ChangedFrom returns c as the configuration the host running base is
+// restarted under (Reconfigurer.RestartWith): the same host instance, so
+// targets keep it under base's key, but its document changed, so once the
+// scenario that changed it releases it the host is retired rather than lent
+// again, and the next to ask for base gets a host started under base.
+func (c Config) ChangedFrom(base Config) Config {
+	c.instance, c.lane, c.from = base.instance, base.lane, base.Key()
+	return c
+}
+
+// Changed reports whether the configuration is one a host was restarted
+// under in place of the one it was first started with.
+func (c Config) Changed() bool { return c.from != "" }
+
+// Key is what targets cache hosts by: the document's digest and the
+// instance; for a changed configuration, the key of the host it changed.
 func (c Config) Key() string {
+	if c.from != "" {
+		return c.from
+	}
 	if c.instance == "" {
 		return c.Digest()
 	}
@@ -146,7 +169,7 @@ func (c Config) with(key string, v any) (Config, error) {
 		return Config{}, err
 	}
 	out, err := ParseConfig(b)
-	out.instance, out.lane = c.instance, c.lane
+	out.instance, out.lane, out.from = c.instance, c.lane, c.from
 	return out, err
 }
 

@@ -176,6 +176,13 @@ func (t *Container) Restart(ctx context.Context, cfg Config, crash bool) (*Host,
 	return t.p.restart(ctx, cfg, crash)
 }
 
+// RestartWith stops the host's container as Restart does and starts a new
+// one of the same image under the changed configuration, on the same
+// (mounted) state directory.
+func (t *Container) RestartWith(ctx context.Context, cfg, changed Config, crash bool) (*Host, error) {
+	return t.p.reconfigure(ctx, cfg, changed, crash)
+}
+
 func (t *Container) Kind() string { return "container" }
 
 func (t *Container) Acquire(ctx context.Context, cfg Config) (*Host, error) {

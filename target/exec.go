@@ -300,6 +300,13 @@ func (t *Exec) Restart(ctx context.Context, cfg Config, crash bool) (*Host, erro
 	return t.p.restart(ctx, cfg, crash)
 }
 
+// RestartWith stops the host's process group as Restart does and runs the
+// command again with a configuration file holding the changed
+// configuration, on the same state_dir.
+func (t *Exec) RestartWith(ctx context.Context, cfg, changed Config, crash bool) (*Host, error) {
+	return t.p.reconfigure(ctx, cfg, changed, crash)
+}
+
 // PowerCut cuts the disk's power, kills the host's process group with
 // SIGKILL and runs the command again once the power is back.
 func (t *Exec) PowerCut(ctx context.Context, cfg Config, disk Disk) (*Host, error) {

@@ -148,3 +148,53 @@ func TestPoolCountsHolders(t *testing.T) {
 		t.Fatalf("the shared host, released by all and crowded out, stopped %d times", stops)
 	}
 }
+
+// A host restarted under a changed configuration is never lent again:
+// released, it is stopped; never released (a target nobody releases on),
+// the next Acquire of its key retires it. Either way the next host runs the
+// key's own configuration, started only once the changed one has stopped;
+// the evidence names the changed configuration too.
+func TestPoolRetiresAHostRestartedUnderAChangedConfiguration(t *testing.T) {
+	for _, released := range []bool{true, false} {
+		var c countingStarts
+		p := c.pool()
+		ctx := context.Background()
+		cfg, err := nthConfig(t, 1).WithStateDir("/s")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg = cfg.WithLane("lane")
+		if _, err := p.acquire(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		h, err := p.reconfigure(ctx, cfg, nthConfig(t, 2), true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed, _ := ChangedRun(cfg, nthConfig(t, 2))
+		if h.HTTP != "http://"+changed.Digest() {
+			t.Fatalf("the restarted host runs %s, want the changed configuration", h.HTTP)
+		}
+		if released {
+			p.release(cfg)
+		}
+		n, err := p.acquire(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.stopping.Wait()
+		c.mu.Lock()
+		stoppedChanged, started := c.stopped[changed.Digest()], c.started[cfg.Digest()]
+		c.mu.Unlock()
+		if n.HTTP != "http://"+cfg.Digest() || stoppedChanged != 1 || started != 2 {
+			t.Fatalf("released %v: the next host is %s; the changed host stopped %d times; the first configuration started %d times", released, n.HTTP, stoppedChanged, started)
+		}
+		found := false
+		for _, k := range p.configurations() {
+			found = found || k.Digest() == changed.Digest()
+		}
+		if !found {
+			t.Fatalf("released %v: the evidence does not name the changed configuration", released)
+		}
+	}
+}

@@ -54,6 +54,12 @@ func (t *Refhost) Restart(ctx context.Context, cfg Config, crash bool) (*Host, e
 	return t.p.restart(ctx, cfg, crash)
 }
 
+// RestartWith closes the host (abruptly, for a crash) and opens it again on
+// its state directory under a changed configuration.
+func (t *Refhost) RestartWith(ctx context.Context, cfg, changed Config, crash bool) (*Host, error) {
+	return t.p.reconfigure(ctx, cfg, changed, crash)
+}
+
 // PowerCut cuts the disk's power, closes the host abruptly and opens it
 // again on what its disk kept.
 func (t *Refhost) PowerCut(ctx context.Context, cfg Config, disk Disk) (*Host, error) {

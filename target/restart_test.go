@@ -1,6 +1,9 @@
 package target_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/parley-conformance/parley/target"
@@ -31,4 +34,61 @@ func TestWhichTargetsCutThePower(t *testing.T) {
 			t.Errorf("the %s target claims to cut the power under its hosts", name)
 		}
 	}
+}
+
+// TestTheRefhostTargetRestartsAHostUnderAChangedConfiguration: the same
+// host, on its state, runs a changed configuration after a crash, and is
+// retired once released.
+func TestTheRefhostTargetRestartsAHostUnderAChangedConfiguration(t *testing.T) {
+	tgt := target.NewRefhost()
+	defer tgt.Close()
+	targettest.RestartWithKeepsStateUnderChange(t, tgt, true)
+}
+
+// A url host is not the suite's to stop or reconfigure: it answers that it
+// cannot, so the scenarios are blocked, never failed.
+func TestAURLHostCannotBeRestartedUnderAChangedConfiguration(t *testing.T) {
+	var tgt target.Target = &target.URL{}
+	r, ok := tgt.(target.Reconfigurer)
+	if !ok {
+		t.Fatal("the url target should answer RestartWith, saying it cannot")
+	}
+	cfg, _ := target.ParseConfig([]byte(`{}`))
+	_, err := r.RestartWith(context.Background(), cfg, cfg, true)
+	if !errors.Is(err, target.ErrCannotReconfigure) || !errors.Is(err, target.ErrUnsatisfiable) || !strings.Contains(err.Error(), "url host") {
+		t.Fatalf("want a blocking error saying why, got %v", err)
+	}
+}
+
+// ChangedFrom keeps the host's key, so the pool finds the same host; the
+// document, and so the digest, is the changed one.
+func TestAChangedConfigurationIsCachedAsTheHostItChanged(t *testing.T) {
+	base, _ := target.ParseConfig([]byte(`{"agl":{"a":1},"state_dir":"/x"}`))
+	base = base.WithLane("l")
+	other, _ := target.ParseConfig([]byte(`{"agl":{"a":2}}`))
+	run, err := target.ChangedRun(base, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !run.Changed() || run.Key() != base.Key() || run.Digest() == base.Digest() || run.StateDir() != "/x" || !run.Lane() || base.Changed() {
+		t.Fatalf("changed %v key %s (base %s) state %q lane %v", run.Changed(), run.Key(), base.Key(), run.StateDir(), run.Lane())
+	}
+	elsewhere, _ := other.WithStateDir("/y")
+	if _, err := target.ChangedRun(base, elsewhere); err == nil {
+		t.Fatal("a changed configuration on another state directory should be refused")
+	}
+}
+
+// TestTheContainerTargetRestartsAHostUnderAChangedConfiguration: a new
+// container of the same image under the changed configuration, on the
+// state directory the engine mounts at the same path. It skips, saying so,
+// where no Docker engine answers.
+func TestTheContainerTargetRestartsAHostUnderAChangedConfiguration(t *testing.T) {
+	image, _ := target.DockerImage(t)
+	c, err := target.NewContainer(image)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	targettest.RestartWithKeepsStateUnderChange(t, c, true)
 }

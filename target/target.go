@@ -158,6 +158,26 @@ type Restarter interface {
 	Restart(ctx context.Context, cfg Config, crash bool) (*Host, error)
 }
 
+// ErrCannotReconfigure is a target that cannot restart a host under
+// another configuration (a url host runs the one configuration it declares,
+// and the suite can neither stop it nor give it another).
+var ErrCannotReconfigure = fmt.Errorf("%w: this target cannot restart a host under a changed configuration", ErrUnsatisfiable)
+
+// Reconfigurer is a target that can stop a host and start the same host
+// again, on the same state, under a changed configuration (another
+// deployment policy, destination or endpoint): what a deployment does when
+// its operator changes the configuration and restarts the service.
+type Reconfigurer interface {
+	// RestartWith stops the host running cfg (as a crash when crash is
+	// set) and starts it again on cfg's state directory under changed,
+	// which names the same state_dir or none (it is given cfg's). The host
+	// it returns runs changed.ChangedFrom(cfg): the scenario goes on
+	// restarting and releasing it as cfg's host, and once released it is
+	// retired, never lent to another scenario; the next to ask for cfg
+	// gets a host started under cfg on that state.
+	RestartWith(ctx context.Context, cfg, changed Config, crash bool) (*Host, error)
+}
+
 // Disk is a state directory's disk whose power the suite can cut
 // (internal/lazyfs): PowerCut loses every write not yet synced and refuses
 // writes until Resume.
@@ -225,8 +245,9 @@ type pool struct {
 	started  map[string]bool // digests of configurations a host ran, for the evidence
 	idle     list.List       // keys of held-by-nobody entries, least recently released first
 	stopping sync.WaitGroup
-	hosts    int // fresh hosts started
-	restarts int // hosts started again on their state
+	retiring map[string]chan struct{} // keys whose changed host is stopping; closed once stopped
+	hosts    int                      // fresh hosts started
+	restarts int                      // hosts started again on their state
 }
 
 // counts returns how many fresh hosts the pool started, and restarts.
@@ -243,26 +264,59 @@ type poolEntry struct {
 	err   error
 	refs  int           // acquisitions not yet released
 	idle  *list.Element // in pool.idle while refs is 0
+	// changed says the host was restarted under a changed configuration:
+	// it is retired once released, never lent again.
+	changed bool
 }
 
 // restart stops the running host of cfg and starts it again.
 func (p *pool) restart(ctx context.Context, cfg Config, crash bool) (*Host, error) {
-	return p.restartWith(ctx, cfg, func(stop Stopper) { _ = stop(crash) })
+	return p.restartWith(ctx, cfg, cfg, func(stop Stopper) { _ = stop(crash) })
+}
+
+// reconfigure stops the running host of cfg and starts it again on its
+// state under changed.
+func (p *pool) reconfigure(ctx context.Context, cfg, changed Config, crash bool) (*Host, error) {
+	run, err := ChangedRun(cfg, changed)
+	if err != nil {
+		return nil, err
+	}
+	return p.restartWith(ctx, cfg, run, func(stop Stopper) { _ = stop(crash) })
+}
+
+// ChangedRun is the configuration a host of cfg is restarted under when
+// it is reconfigured to changed: changed, on cfg's state directory, marked
+// as cfg's host changed.
+func ChangedRun(cfg, changed Config) (Config, error) {
+	dir := cfg.StateDir()
+	switch {
+	case dir == "":
+		return Config{}, errors.New("a host is restarted only on a state directory its configuration names (state_dir)")
+	case changed.StateDir() == "":
+		var err error
+		if changed, err = changed.WithStateDir(dir); err != nil {
+			return Config{}, err
+		}
+	case changed.StateDir() != dir:
+		return Config{}, errors.New("a host restarted under a changed configuration keeps its state directory: the changed configuration names another")
+	}
+	return changed.ChangedFrom(cfg), nil
 }
 
 // powerCut cuts the disk's power, kills the running host of cfg, restores
 // the power and starts the host again. The cut comes first: whatever the
 // host does between the cut and its death never reaches the disk.
 func (p *pool) powerCut(ctx context.Context, cfg Config, disk Disk) (*Host, error) {
-	return p.restartWith(ctx, cfg, func(stop Stopper) {
+	return p.restartWith(ctx, cfg, cfg, func(stop Stopper) {
 		disk.PowerCut()
 		_ = stop(true)
 		disk.Resume()
 	})
 }
 
-// restartWith stops the running host of cfg with halt and starts it again.
-func (p *pool) restartWith(ctx context.Context, cfg Config, halt func(Stopper)) (*Host, error) {
+// restartWith stops the running host of cfg with halt and starts it again
+// under run (cfg itself, or a changed configuration of the same host).
+func (p *pool) restartWith(ctx context.Context, cfg, run Config, halt func(Stopper)) (*Host, error) {
 	if cfg.StateDir() == "" {
 		return nil, errors.New("a host is restarted only on a state directory its configuration names (state_dir)")
 	}
@@ -280,13 +334,20 @@ func (p *pool) restartWith(ctx context.Context, cfg Config, halt func(Stopper)) 
 	if e.stop != nil {
 		halt(e.stop)
 	}
-	ne := &poolEntry{ready: make(chan struct{})}
-	ne.host, ne.stop, ne.err = p.start(ctx, cfg)
+	ne := &poolEntry{ready: make(chan struct{}), changed: e.changed || run.Changed()}
+	ne.host, ne.stop, ne.err = p.start(ctx, run)
 	close(ne.ready)
 	p.mu.Lock()
 	// The scenario that restarts the host holds it; so may others.
 	ne.refs, ne.idle = e.refs, e.idle
-	p.entries[cfg.Key()] = ne
+	if p.entries != nil {
+		p.entries[cfg.Key()] = ne
+	}
+	if d := run.Digest(); ne.err == nil && p.started != nil && !p.started[d] {
+		// A changed configuration is one a host ran, for the evidence.
+		p.order = append(p.order, run)
+		p.started[d] = true
+	}
 	p.mu.Unlock()
 	return ne.host, ne.err
 }
@@ -306,7 +367,13 @@ func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
 			p.order = append(p.order, cfg)
 		}
 		p.hosts++
+		retiring := p.retiring[key]
 		p.mu.Unlock()
+		if retiring != nil {
+			// The host changed under this key is still stopping, on the
+			// state this one opens.
+			<-retiring
+		}
 		e.host, e.stop, e.err = p.start(ctx, cfg)
 		close(e.ready)
 		if e.err == nil {
@@ -314,6 +381,15 @@ func (p *pool) acquire(ctx context.Context, cfg Config) (*Host, error) {
 			p.started[digest] = true
 			p.mu.Unlock()
 		}
+	} else if e.changed {
+		// A host restarted under a changed configuration that the scenario
+		// which changed it never released (a target nobody releases on):
+		// the scenario is over, since only it held the key, so the host is
+		// retired and a new one started under the key's own configuration.
+		p.retire(key, e)
+		delete(p.entries, key)
+		p.mu.Unlock()
+		return p.acquire(ctx, cfg)
 	} else {
 		e.refs++
 		if e.idle != nil {
@@ -351,6 +427,13 @@ func (p *pool) release(cfg Config) {
 		p.stopInBackground(e)
 		return
 	}
+	if e.changed {
+		// Restarted under a changed configuration: retired, so that the
+		// next scenario to ask for the key gets a host under its own.
+		delete(p.entries, key)
+		p.retire(key, e)
+		return
+	}
 	e.idle = p.idle.PushBack(key)
 	for p.idle.Len() > idleHosts {
 		old := p.idle.Remove(p.idle.Front()).(string)
@@ -358,6 +441,29 @@ func (p *pool) release(cfg Config) {
 		delete(p.entries, old)
 		p.stopInBackground(oe)
 	}
+}
+
+// retire stops e's host in the background; an acquire of key waits until
+// it has stopped before it starts a host on the same state. p.mu is held.
+func (p *pool) retire(key string, e *poolEntry) {
+	done := make(chan struct{})
+	if p.retiring == nil {
+		p.retiring = map[string]chan struct{}{}
+	}
+	p.retiring[key] = done
+	p.stopping.Add(1)
+	go func() {
+		defer p.stopping.Done()
+		if e.stop != nil {
+			_ = e.stop(false)
+		}
+		p.mu.Lock()
+		if p.retiring[key] == done {
+			delete(p.retiring, key)
+		}
+		p.mu.Unlock()
+		close(done)
+	}()
 }
 
 // stopInBackground stops e's host without holding up the caller; close

@@ -32,6 +32,13 @@ func (t *URL) Acquire(_ context.Context, cfg Config) (*Host, error) {
 
 func (t *URL) Configurations() []Config { return []Config{t.Declared} }
 
+// RestartWith answers that it cannot: the suite neither stops a url host
+// nor gives it another configuration, so scenarios that restart a host
+// under a changed configuration are blocked here, never failed.
+func (t *URL) RestartWith(context.Context, Config, Config, bool) (*Host, error) {
+	return nil, fmt.Errorf("%w: a url host is already running under the configuration it declares, and the suite can neither stop it nor start it again under another; certify these requirements with the refhost, exec or container target", ErrCannotReconfigure)
+}
+
 // Subject is undeclared: an address names no build. Name it with --subject.
 func (t *URL) Subject() Subject {
 	return undeclared("a running host at an address names no build; name it with --subject NAME=sha256:HEX")

@@ -18,3 +18,15 @@ func TestTheExecTargetRestartsAHostOnItsState(t *testing.T) {
 	defer tgt.Close()
 	targettest.RestartKeepsState(t, tgt, true, false)
 }
+
+// TestTheExecTargetRestartsAHostUnderAChangedConfiguration: the exec target
+// stops `parley refhost` and runs it again with a configuration file holding
+// the changed configuration, on the same state directory.
+func TestTheExecTargetRestartsAHostUnderAChangedConfiguration(t *testing.T) {
+	tgt, err := target.NewExec(self(t) + " refhost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tgt.Close()
+	targettest.RestartWithKeepsStateUnderChange(t, tgt, true)
+}

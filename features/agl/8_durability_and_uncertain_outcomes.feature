@@ -369,11 +369,13 @@ Feature: Durable operations and uncertain outcomes
     And the destination received <effects>
 
     Examples:
-      | while it is claimed                                                                | state               | settled                                                                                        | effects             |
-      | the operator reads the principal's grant                                           | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
-      | the operator registers the email contract again at version "2" allowing 3 attempts | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
-      | the resolver revokes the permit                                                    | Unknown             | the audit trail of the operation soon says recovery stopped on "permit_revoked"                | no message          |
-      | the authorization service revokes the principal's grant                            | Unknown             | the audit trail of the operation soon says recovery stopped on "grant_revoked"                 | no message          |
+      | while it is claimed                                                                                                         | state               | settled                                                                                        | effects             |
+      | the operator reads the principal's grant                                                                                    | ReconciledCompleted | the operation was settled by sending it again under its key                                    | exactly one message |
+      | the operator registers the email contract again at version "2" allowing 3 attempts                                          | Unknown             | the audit trail of the operation soon says recovery stopped on "contract_fingerprint_mismatch" | no message          |
+      | the resolver revokes the permit                                                                                             | Unknown             | the audit trail of the operation soon says recovery stopped on "permit_revoked"                | no message          |
+      | the authorization service revokes the principal's grant                                                                     | Unknown             | the audit trail of the operation soon says recovery stopped on "grant_revoked"                 | no message          |
+      | the operator changes the host's deployment policy to allow recipients only in "example.com, example.net" for its next start | Unknown             | the audit trail of the operation soon says recovery stopped on "policy_fingerprint_mismatch"   | no message          |
+      | the operator moves the host's email account to another destination for its next start                                       | Unknown             | the audit trail of the operation soon says recovery stopped on "proposal_mismatch"             | no message          |
 
   @req:agl.recovery.no-regeneration @profile:agl-operation-store @fixture:agl-core
   Scenario Outline: A restart keeps an approved intent as it was, and it dispatches under its own id
@@ -509,3 +511,31 @@ Feature: Durable operations and uncertain outcomes
       | revocation                                              |
       | the resolver revokes the permit                         |
       | the authorization service revokes the principal's grant |
+
+  # Section 8: recovery checks the deployment and the policy an operation
+  # was approved under. Here the same host, on its own store, is started
+  # again after a crash under a changed deployment (its operator changed the
+  # policy, or moved the account to another destination, while the send was
+  # claimed). Whatever the restarted host runs, the approval bound another
+  # deployment: recovery sends nothing, and the operation stays Unknown for
+  # reconciliation. A host whose recovery never resends meets it.
+  @req:agl.recovery.deployment-changed-at-restart @profile:agl-operation-store @fixture:agl-store
+  Scenario Outline: A host restarted under a changed deployment sends nothing for a claimed send, and leaves it Unknown
+    Given an AGL host whose fake email destination deduplicates by idempotency key
+    And the AGL test seams are enabled
+    And the host keeps its state where the suite can restart it
+    And the hosts presume a silent host crashed after 400 ms
+    And the email contract is registered as deduplicated by destination key with up to 3 attempts
+    And the principal has an approved send of a draft to "bob@example.com"
+    And the host will pause for 5000 ms at the external call
+    When the agent starts dispatching the approved send as "interrupted"
+    And the host has a dispatch paused at the external call
+    And <change>
+    And the host crashes and is started again
+    Then the host soon reports the operation "Unknown"
+    And no destination received a message
+
+    Examples:
+      | change                                                                                                                      |
+      | the operator changes the host's deployment policy to allow recipients only in "example.com, example.net" for its next start |
+      | the operator moves the host's email account to another destination for its next start                                       |

@@ -270,6 +270,11 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 		if d := h.recheck(ctx, tx, ev.grant.ID, permit, 7); d != nil {
 			return errAbort{d}
 		}
+		// The claim is a use of the grant and of every grant it was
+		// delegated from (delegation.go).
+		if err := h.chargeUses(bg, tx, ev.grant, opID); err != nil {
+			return err
+		}
 		// The contract and the agent's tool set may have changed since
 		// steps 1 and 3 read them; inside the claim nothing can change.
 		var fp string

@@ -22,6 +22,9 @@ type grantRequest struct {
 	NotBefore  *time.Time      `json:"not_before,omitempty"`
 	ExpiresAt  *time.Time      `json:"expires_at,omitempty"`
 	TTLSeconds int             `json:"ttl_seconds,omitempty"`
+	// MaxUses bounds how many operations may be claimed under the grant
+	// and every grant delegated from it (delegation.go); absent: no count.
+	MaxUses *int64 `json:"max_uses,omitempty"`
 }
 
 type grantRow struct {
@@ -34,13 +37,14 @@ type grantRow struct {
 	ExpiresAt  int64
 	ParentID   string
 	RevokedAt  *int64
+	MaxUses    *int64
 }
 
 func (g *grantRow) view() map[string]any {
 	return map[string]any{
 		"grant_id": g.ID, "issuer": g.Issuer, "subject": g.Subject, "operations": g.Operations,
 		"resources": g.Resources, "not_before": msTime(g.NotBefore), "expires_at": msTime(g.ExpiresAt),
-		"parent_grant_id": nullStr(g.ParentID), "revoked_at": msPtr(g.RevokedAt),
+		"parent_grant_id": nullStr(g.ParentID), "revoked_at": msPtr(g.RevokedAt), "max_uses": g.MaxUses,
 	}
 }
 
@@ -48,19 +52,22 @@ type querier interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }
 
-const grantCols = `id, issuer, subject, operations, resources, not_before, expires_at, COALESCE(parent_id,''), revoked_at`
+const grantCols = `id, issuer, subject, operations, resources, not_before, expires_at, COALESCE(parent_id,''), revoked_at, max_uses`
 
 func scanGrant(row *sql.Row) (*grantRow, error) {
 	g := &grantRow{}
 	var ops, res string
-	var rev sql.NullInt64
-	if err := row.Scan(&g.ID, &g.Issuer, &g.Subject, &ops, &res, &g.NotBefore, &g.ExpiresAt, &g.ParentID, &rev); err != nil {
+	var rev, maxUses sql.NullInt64
+	if err := row.Scan(&g.ID, &g.Issuer, &g.Subject, &ops, &res, &g.NotBefore, &g.ExpiresAt, &g.ParentID, &rev, &maxUses); err != nil {
 		return nil, err
 	}
 	json.Unmarshal([]byte(ops), &g.Operations)
 	json.Unmarshal([]byte(res), &g.Resources)
 	if rev.Valid {
 		g.RevokedAt = &rev.Int64
+	}
+	if maxUses.Valid {
+		g.MaxUses = &maxUses.Int64
 	}
 	return g, nil
 }
@@ -79,18 +86,29 @@ func (h *Host) grantByToken(ctx context.Context, q querier, token string) (*gran
 }
 
 // checkGrantChain refuses a grant that, or any of whose ancestors, is
-// revoked, expired or not yet valid: revoking a grant revokes every grant
-// delegated from it.
+// revoked, expired, not yet valid or has spent its uses: revoking a grant
+// revokes every grant delegated from it, and a delegate's uses are its
+// delegator's too (delegation.go). Each denial names the grant and the
+// bound it ran into.
 func (h *Host) checkGrantChain(ctx context.Context, q querier, g *grantRow, step int) *Denial {
 	now := h.nowMS()
 	for cur, depth := g, 0; cur != nil && depth < 32; depth++ {
+		var d *Denial
 		switch {
 		case cur.RevokedAt != nil:
-			return deny(403, "grant_revoked", "authorization_denied", step, "grant %s is revoked", cur.ID)
+			d = deny(403, "grant_revoked", "authorization_denied", step, "grant %s is revoked", cur.ID)
 		case now >= cur.ExpiresAt:
-			return deny(403, "grant_expired", "authorization_denied", step, "grant %s expired at %s", cur.ID, msTime(cur.ExpiresAt))
+			d = deny(403, "grant_expired", "authorization_denied", step, "grant %s expired at %s", cur.ID, msTime(cur.ExpiresAt))
 		case now < cur.NotBefore:
-			return deny(403, "grant_not_yet_valid", "authorization_denied", step, "grant %s is valid from %s", cur.ID, msTime(cur.NotBefore))
+			d = deny(403, "grant_not_yet_valid", "authorization_denied", step, "grant %s is valid from %s", cur.ID, msTime(cur.NotBefore))
+		case step == 6 || step == 7:
+			// A claim needs a use left. A proposal (step 3) is no use, and
+			// a retry or a recovery (step 8) spends none: its operation
+			// was charged when claimed.
+			d = h.usesLeft(ctx, q, cur, step)
+		}
+		if d != nil {
+			return boundDenial(d, g, cur)
 		}
 		if cur.ParentID == "" {
 			return nil
@@ -115,41 +133,6 @@ func (g *grantRow) coversResource(kind, id string) bool {
 		}
 	}
 	return false
-}
-
-// narrows reports whether child's scope is within parent's: delegation may
-// only shrink the operations, the resources and the validity interval.
-func narrows(parent *grantRow, child *grantRow) (bool, string) {
-	for _, op := range child.Operations {
-		if op == "*" && !contains(parent.Operations, "*") {
-			return false, "operation wildcard"
-		}
-		if !parent.coversOperation(op) {
-			return false, "operation " + op
-		}
-	}
-	for _, s := range child.Resources {
-		for _, id := range s.IDs {
-			if id == "*" {
-				ok := false
-				for _, ps := range parent.Resources {
-					ok = ok || (ps.Kind == s.Kind && contains(ps.IDs, "*"))
-				}
-				if !ok {
-					return false, "resource wildcard of kind " + s.Kind
-				}
-			} else if !parent.coversResource(s.Kind, id) {
-				return false, "resource " + s.Kind + ":" + id
-			}
-		}
-	}
-	if child.ExpiresAt > parent.ExpiresAt {
-		return false, "expiry"
-	}
-	if child.NotBefore < parent.NotBefore {
-		return false, "not_before"
-	}
-	return true, ""
 }
 
 func (h *Host) grantFromRequest(req grantRequest) (*grantRow, *Denial) {
@@ -180,6 +163,13 @@ func (h *Host) grantFromRequest(req grantRequest) (*grantRow, *Denial) {
 	if g.ExpiresAt <= g.NotBefore {
 		return nil, deny(422, "schema_error", "schema_error", 0, "expires_at must follow not_before")
 	}
+	if req.MaxUses != nil {
+		if *req.MaxUses < 1 {
+			return nil, deny(422, "schema_error", "schema_error", 0, "max_uses must be 1 or more")
+		}
+		n := *req.MaxUses
+		g.MaxUses = &n
+	}
 	return g, nil
 }
 
@@ -187,9 +177,13 @@ func (h *Host) insertGrant(tx *sql.Tx, g *grantRow) (string, error) {
 	token := randomToken("agt_")
 	ops, _ := json.Marshal(g.Operations)
 	res, _ := json.Marshal(g.Resources)
-	_, err := tx.Exec(`INSERT INTO grants(id,token_hash,issuer,subject,operations,resources,not_before,expires_at,parent_id,created_at)
-		VALUES(?,?,?,?,?,?,?,?,?,?)`, g.ID, hashToken(token), g.Issuer, g.Subject, string(ops), string(res),
-		g.NotBefore, g.ExpiresAt, nullStr(g.ParentID), h.nowMS())
+	var maxUses any
+	if g.MaxUses != nil {
+		maxUses = *g.MaxUses
+	}
+	_, err := tx.Exec(`INSERT INTO grants(id,token_hash,issuer,subject,operations,resources,not_before,expires_at,parent_id,created_at,max_uses)
+		VALUES(?,?,?,?,?,?,?,?,?,?,?)`, g.ID, hashToken(token), g.Issuer, g.Subject, string(ops), string(res),
+		g.NotBefore, g.ExpiresAt, nullStr(g.ParentID), h.nowMS(), maxUses)
 	if err != nil {
 		return "", err
 	}
@@ -251,20 +245,9 @@ func (h *Host) hDelegate(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, d)
 		return
 	}
-	if req.ExpiresAt == nil && req.TTLSeconds == 0 {
-		t := time.UnixMilli(parent.ExpiresAt)
-		req.ExpiresAt = &t
-	}
-	child, d := h.grantFromRequest(req)
+	child, d := h.attenuate(r.Context(), parent, req)
 	if d != nil {
 		writeDenial(w, d)
-		return
-	}
-	if req.NotBefore == nil && child.NotBefore < parent.NotBefore {
-		child.NotBefore = parent.NotBefore
-	}
-	if ok, what := narrows(parent, child); !ok {
-		writeDenial(w, deny(403, "delegation_widens", "authorization_denied", 0, "a delegation may only narrow its parent; it widens the %s", what))
 		return
 	}
 	child.ID, child.Issuer, child.ParentID = newID("grant_"), parent.Subject, parent.ID
@@ -309,7 +292,13 @@ func (h *Host) hRevokeGrant(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	writeJSON(w, 200, g.view())
+	v := g.view()
+	if g.MaxUses != nil {
+		if n, err := h.usedBy(r.Context(), h.st.db, g.ID); err == nil {
+			v["uses"] = n
+		}
+	}
+	writeJSON(w, 200, v)
 }
 
 func (h *Host) hGetGrant(w http.ResponseWriter, r *http.Request) {
@@ -325,5 +314,11 @@ func (h *Host) hGetGrant(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, err)
 		return
 	}
-	writeJSON(w, 200, g.view())
+	v := g.view()
+	if g.MaxUses != nil {
+		if n, err := h.usedBy(r.Context(), h.st.db, g.ID); err == nil {
+			v["uses"] = n
+		}
+	}
+	writeJSON(w, 200, v)
 }

@@ -127,6 +127,8 @@ type Config struct {
 	// often the sweep runs. Consumed permits are never removed.
 	RetentionMS      int64 `json:"retention_ms,omitempty"`
 	RetentionSweepMS int   `json:"retention_sweep_ms,omitempty"`
+	// Evidence configures the evidence runtime (evidence.go).
+	Evidence EvidenceConfig `json:"evidence"`
 }
 
 func (c *Config) defaults() {
@@ -180,7 +182,8 @@ type Host struct {
 	halted   atomic.Bool
 	// seamsMounted: the operator mounted the test seams (Seams was called).
 	seamsMounted atomic.Bool
-	clockOffset  atomic.Int64 // ms the clock seam moved this host's clock
+	clockOffset  atomic.Int64   // ms the clock seam moved this host's clock
+	ev           *evidenceState // the evidence runtime, evidence.go
 
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -228,6 +231,10 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		return nil, err
 	}
 	if h.auditKey, err = st.loadAuditKey(context.Background()); err != nil {
+		st.close()
+		return nil, err
+	}
+	if err := h.openEvidence(context.Background()); err != nil {
 		st.close()
 		return nil, err
 	}
@@ -370,6 +377,7 @@ func (h *Host) Handler() http.Handler {
 	mux.HandleFunc("POST "+p+"/operations/{id}/cancel", h.hCancel)
 	mux.HandleFunc("POST "+p+"/parallel", h.hParallel)
 	mux.HandleFunc("POST "+p+"/workflows/check", h.hCheckWorkflow) // the checker, workflows.go
+	h.evidenceRoutes(mux, p)                                       // evidence obligations, evidence.go
 	mux.HandleFunc(p+"/", func(w http.ResponseWriter, r *http.Request) {
 		writeDenial(w, &Denial{Code: "not_found", Category: "request", Status: 404, Message: "no such endpoint in " + BindingVersion})
 	})

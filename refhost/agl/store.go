@@ -225,10 +225,14 @@ func openStore(path string, busy time.Duration) (*store, error) {
 	return initStore(path, busy)
 }
 
-// schemaVersion is the store's PRAGMA user_version once schemaSQL has run
-// on it. Bump it whenever schemaSQL changes, so that existing stores run
-// the new DDL once.
-const schemaVersion = 1
+// schemaVersion is the store's PRAGMA user_version once schemaSQL and every
+// migration have run on it. A change to the schema is a new migration
+// (never an edit of schemaSQL), so that existing stores run it once.
+const schemaVersion = 2
+
+// migrations[v] takes a store from version v+1 to v+2; schemaSQL is
+// version 1.
+var migrations = []string{migrateV2}
 
 func initStore(path string, busy time.Duration) (*store, error) {
 	q := url.Values{}
@@ -258,10 +262,24 @@ func initStore(path string, busy time.Duration) (*store, error) {
 	}
 	if version < schemaVersion {
 		err = s.tx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+			// Read again under the write lock: another host opening the
+			// same file may have migrated it since (ALTER TABLE is not
+			// idempotent as CREATE ... IF NOT EXISTS is).
+			if err := tx.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO meta(k,v) VALUES('schema_version','1')`); err != nil {
+			if version < 1 {
+				if _, err := tx.ExecContext(ctx, schemaSQL); err != nil {
+					return err
+				}
+				version = 1
+			}
+			for ; version < schemaVersion; version++ {
+				if _, err := tx.ExecContext(ctx, migrations[version-1]); err != nil {
+					return fmt.Errorf("migrate to version %d: %w", version+1, err)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO meta(k,v) VALUES('schema_version',?)`, fmt.Sprint(schemaVersion)); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, fmt.Sprintf(`PRAGMA user_version = %d`, schemaVersion))

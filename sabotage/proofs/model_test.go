@@ -236,3 +236,110 @@ func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 		t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
 	}
 }
+
+// handWrittenAGTP are the hand-written AGTP RCNS scenarios: every one but
+// the contracts model's.
+const handWrittenAGTP = "@profile:agtp-rcns && ~@req:agtp.model.contracts"
+
+// TestContractsModelCatchesWhatHandWrittenScenariosMiss runs the contracts
+// model's rules: against each, every hand-written agtp-rcns scenario passes
+// (none revokes one contract of an agent holding another and presents that
+// other again, none obtains a contract after a release and compares its id
+// with the released one), and the model fails with a minimal sequence, its
+// seed and the command that replays it.
+func TestContractsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the agtp-rcns scenarios twice against sabotaged hosts")
+	}
+	reg, corpus := load(t)
+	const id = "agtp.model.contracts"
+	for _, variant := range []string{"revoke-takes-all", "released-id-reissued"} {
+		t.Run(variant, func(t *testing.T) {
+			var rule sabotage.Rule
+			for _, r := range sabotage.Rules() {
+				if r.Key() == id+"#"+variant {
+					rule = r
+				}
+			}
+			if rule.ID == "" {
+				t.Fatalf("no rule %s#%s", id, variant)
+			}
+			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
+				tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+				res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenAGTP})
+				tgt.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, row := range res.Rows {
+					if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+						t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+					}
+				}
+			}
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, id)
+			if row == nil || row.Result != verdict.ExecutedFail {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, row)
+			}
+			for _, want := range []string{"minimal sequence", "seed ", "replay: parley run --tags '@req:" + id + "' --model-seed "} {
+				if !strings.Contains(row.Detail, want) {
+					t.Errorf("the failing row does not say %q: %s", want, row.Detail)
+				}
+			}
+			t.Logf("%s", row.Detail)
+		})
+	}
+}
+
+// TestContractsModelReplayReproducesTheMinimalSequence: a failure of the
+// contracts model replays from the seed its row printed, with a budget of
+// 1, to the same minimal sequence (contracts are named by their place in
+// the sequence, never by the host's ids, so the same draws read the same).
+func TestContractsModelReplayReproducesTheMinimalSequence(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the contracts model twice against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "agtp.model.contracts"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#released-id-reissued" {
+			rule = r
+		}
+	}
+	// One row: the seed a row prints is that row's.
+	const row = "@req:" + id + " && @fixture:agtp-model"
+	run := func(s models.Settings) *runner.Row {
+		models.Configure(s)
+		defer models.Configure(models.Settings{})
+		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+		defer tgt.Close()
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: row})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := findRow(res.Rows, id)
+		if r == nil || r.Result != verdict.ExecutedFail {
+			t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, r)
+		}
+		return r
+	}
+	first := run(models.Settings{Seed: 20261202, Budget: 60})
+	seed := between(first.Detail, "--model-seed ", " ")
+	n, err := strconv.ParseUint(seed, 10, 64)
+	if err != nil {
+		t.Fatalf("no seed in the replay command: %s", first.Detail)
+	}
+	again := run(models.Settings{Seed: n, Budget: 1})
+	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
+		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
+	}
+}

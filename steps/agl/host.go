@@ -48,6 +48,9 @@ func Register(c *steps.Catalog) {
 	registerChecker(c)    // the workflow checker, checker.go
 	registerInterfaces(c) // receipts, repeats and contract interfaces, interface.go
 	registerModel(c)      // the permit model, model.go
+	registerEvidence(c)   // evidence obligations, evidence.go
+	registerDelegation(c) // bounded delegation, delegation.go
+	registerRestart(c)    // a restart under a changed deployment, restart.go
 }
 
 // destination is a fake destination account the scenario leased from its

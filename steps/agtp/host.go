@@ -47,6 +47,7 @@ func Register(c *steps.Catalog) {
 	registerAssertions(c)
 	registerPropose(c)
 	registerWitness(c)
+	registerModel(c)
 }
 
 type agent struct {

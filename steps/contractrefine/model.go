@@ -35,8 +35,6 @@ const (
 	crFailTool    = "a bound call the model does not allow"
 )
 
-type crDisagreement struct{ kind string }
-
 // crVariants weighs the reference variants a sequence draws.
 var crVariants = []string{
 	decisions.VRepair, decisions.VRepair, decisions.VRepair, decisions.VPass, decisions.VPass,
@@ -47,12 +45,7 @@ type crDriver struct {
 	ctx      context.Context
 	w        *steps.World
 	max      int
-	abort    error
-	checked  int
-	seq      int
-	trace    []string
-	lastMsg  string
-	lastSeq  []string
+	rec      models.Recorder
 	sessions [2]string
 	hashes   [2]string
 }
@@ -108,34 +101,23 @@ func runDecisionsModel(ctx context.Context) error {
 	if err != nil {
 		return steps.Fault("%v", err)
 	}
-	if d.abort != nil {
-		return d.abort
+	if err := d.rec.Aborted(); err != nil {
+		return err
 	}
-	if d.checked == 0 && !res.Failed {
+	if d.rec.Count() == 0 && !res.Failed {
 		return steps.Fault("the decisions model checked no answer")
 	}
 	detail := ""
 	if res.Failed {
-		var b strings.Builder
-		fmt.Fprintf(&b, "the host disagreed with the model of preflight decisions: %s\n", d.lastMsg)
-		fmt.Fprintf(&b, "minimal sequence (%d operations, sessions 0 and 1 and plan hashes 0 and 1 fresh):\n", len(d.lastSeq))
-		for i, op := range d.lastSeq {
-			fmt.Fprintf(&b, "  %d. %s\n", i+1, op)
-		}
-		fmt.Fprintf(&b, "seed %d (run budget %d; %d sequences run, shrinking included)\n", res.Seed, settings.Budget, d.seq)
-		fmt.Fprintf(&b, "replay: parley run --tags '@req:%s' --model-seed %d --model-budget 1 (with this run's target flags)", DecisionsModelID, res.Seed)
-		detail = b.String()
+		detail = d.rec.Report("the host disagreed with the model of preflight decisions",
+			"sessions 0 and 1 and plan hashes 0 and 1 fresh", DecisionsModelID, res, settings)
 	}
 	w.Set("decisions-model", detail)
-	w.Set("decisions-model-checked", fmt.Sprint(d.checked))
+	w.Set("decisions-model-checked", fmt.Sprint(d.rec.Count()))
 	return nil
 }
 
-func (d *crDriver) fail(kind, format string, a ...any) {
-	d.lastMsg = fmt.Sprintf(format, a...)
-	d.lastSeq = append([]string(nil), d.trace...)
-	panic(crDisagreement{kind})
-}
+func (d *crDriver) fail(kind, format string, a ...any) { d.rec.Fail(kind, format, a...) }
 
 // stop ends the sequence on an error: a host's failure fails it, anything
 // else aborts the run.
@@ -144,32 +126,14 @@ func (d *crDriver) stop(t *rapid.T, kind string, err error) {
 	if errors.As(err, &f) {
 		d.fail(kind, "%s", f.Msg)
 	}
-	if d.abort == nil {
-		d.abort = err
-	}
-	t.Skip("aborted: ", err)
+	d.rec.Abort(t, err)
 }
 
-func (d *crDriver) op(t *rapid.T, format string, a ...any) {
-	s := fmt.Sprintf(format, a...)
-	d.trace = append(d.trace, s)
-	t.Log(s)
-}
+func (d *crDriver) op(t *rapid.T, format string, a ...any) { d.rec.Op(t, format, a...) }
 
 func (d *crDriver) sequence(t *rapid.T) {
-	if d.abort != nil {
-		t.Skip("aborted")
-	}
-	d.trace = nil
-	d.seq++
-	defer func() {
-		if r := recover(); r != nil {
-			if k, ok := r.(crDisagreement); ok {
-				t.Fatalf("%s", k.kind)
-			}
-			panic(r)
-		}
-	}()
+	d.rec.Begin(t)
+	defer d.rec.Recover(t)
 	for i := range d.sessions {
 		d.sessions[i] = "parley-session-" + uuid.NewString()
 		d.hashes[i] = "blake3:" + randomHex(32)
@@ -251,7 +215,7 @@ func (d *crDriver) preflight(t *rapid.T, m *decisions.Model, r decisions.Request
 	if err := m.Post(r, dec.str("preflight_id"), outcome, dec.str("reason"), doc); err != nil {
 		d.fail(crFailOutcome, "%s: %v: %s", what, err, resp)
 	}
-	d.checked++
+	d.rec.Checked()
 }
 
 func (d *crDriver) read(t *rapid.T, m *decisions.Model, id string) {
@@ -270,7 +234,7 @@ func (d *crDriver) read(t *rapid.T, m *decisions.Model, id string) {
 		if resp.Status != http.StatusNotFound {
 			d.fail(crFailGet, "%s: answered %s, want 404", what, resp)
 		}
-		d.checked++
+		d.rec.Checked()
 		return
 	}
 	x, _ := m.Lookup(id)
@@ -278,7 +242,7 @@ func (d *crDriver) read(t *rapid.T, m *decisions.Model, id string) {
 	if resp.Status != http.StatusOK || jerr != nil || !reflect.DeepEqual(any(doc), x.Doc) {
 		d.fail(crFailGet, "%s: answered %s, want 200 with the decision POST returned", what, resp)
 	}
-	d.checked++
+	d.rec.Checked()
 }
 
 func (d *crDriver) call(t *rapid.T, m *decisions.Model, id string) {
@@ -305,5 +269,5 @@ func (d *crDriver) call(t *rapid.T, m *decisions.Model, id string) {
 	case !runs && resp.Status != http.StatusForbidden:
 		d.fail(crFailTool, "%s: answered %s, want 403 (enforce refuses a call its header does not bind)", what, resp)
 	}
-	d.checked++
+	d.rec.Checked()
 }

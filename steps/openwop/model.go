@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"pgregory.net/rapid"
@@ -72,20 +71,13 @@ type modelRun struct {
 
 // driver performs one sequence after another on the host.
 type driver struct {
-	ctx      context.Context
-	w        *steps.World
-	s        *state
-	cfg      hostevents.Config
-	mu       sync.Mutex
-	abort    error // a fault or block that is not the host's answer
-	failed   bool  // a sequence failed: shrinking is under way
-	checked  int
-	seq      int
-	trace    []string // the current sequence's operations
-	lastFail struct {
-		trace []string
-		msg   string
-	}
+	ctx context.Context
+	w   *steps.World
+	s   *state
+	cfg hostevents.Config
+	// rec keeps the sequences, the failing one, the answers checked and an
+	// error (a fault or block that is not the host's answer) that aborts.
+	rec models.Recorder
 }
 
 // runModel runs the sequences and keeps what they found for the Then step.
@@ -126,31 +118,17 @@ func runModel(ctx context.Context) error {
 	if err != nil {
 		return steps.Fault("%v", err)
 	}
-	if d.abort != nil {
-		return d.abort
+	if err := d.rec.Aborted(); err != nil {
+		return err
 	}
-	run := &modelRun{failed: res.Failed, checked: d.checked}
+	run := &modelRun{failed: res.Failed, checked: d.rec.Count()}
 	if res.Failed {
-		run.detail = d.failure(res, settings)
+		run.detail = d.rec.Report("the host disagreed with the model of durable host events", "tenants 0 and 1 fresh", ModelID, res, settings)
 	}
 	s.mu.Lock()
 	s.model = run
 	s.mu.Unlock()
 	return nil
-}
-
-// failure renders a failing run: the mismatch, the minimal sequence, the
-// seed and the command that replays it.
-func (d *driver) failure(res models.Result, settings models.Settings) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "the host disagreed with the model of durable host events: %s\n", d.lastFail.msg)
-	fmt.Fprintf(&b, "minimal sequence (%d operations, tenants 0 and 1 fresh):\n", len(d.lastFail.trace))
-	for i, op := range d.lastFail.trace {
-		fmt.Fprintf(&b, "  %d. %s\n", i+1, op)
-	}
-	fmt.Fprintf(&b, "seed %d (run budget %d; %d sequences run, shrinking included)\n", res.Seed, settings.Budget, d.seq)
-	fmt.Fprintf(&b, "replay: parley run --tags '@req:%s' --model-seed %d --model-budget 1 (with this run's target flags)", ModelID, res.Seed)
-	return b.String()
 }
 
 // modelTenant leases a fresh tenant of the fixture's roster under a name of
@@ -184,12 +162,7 @@ func (d *driver) stop(t *rapid.T, err error) {
 	if errors.As(err, &f) {
 		d.fail(t, failAnswer, "%s", f.Msg)
 	}
-	d.mu.Lock()
-	if d.abort == nil {
-		d.abort = err
-	}
-	d.mu.Unlock()
-	t.Skip("aborted: ", err)
+	d.rec.Abort(t, err)
 }
 
 // The kinds of disagreement. rapid keeps a shrunk sequence only when it
@@ -204,45 +177,18 @@ const (
 	failEnded      = "a stream ended"
 )
 
-// disagreement carries a failure's kind from where it is found to the one
-// place a sequence fails from.
-type disagreement struct{ kind string }
+func (d *driver) fail(_ *rapid.T, kind, format string, a ...any) { d.rec.Fail(kind, format, a...) }
 
-func (d *driver) fail(_ *rapid.T, kind, format string, a ...any) {
-	msg := fmt.Sprintf(format, a...)
-	d.mu.Lock()
-	d.failed = true
-	d.lastFail.trace = append([]string(nil), d.trace...)
-	d.lastFail.msg = msg
-	d.mu.Unlock()
-	panic(disagreement{kind})
-}
-
-func (d *driver) op(t *rapid.T, format string, a ...any) {
-	s := fmt.Sprintf(format, a...)
-	d.trace = append(d.trace, s)
-	t.Log(s)
-}
+func (d *driver) op(t *rapid.T, format string, a ...any) { d.rec.Op(t, format, a...) }
 
 // sequence is rapid's property: one random sequence on two fresh tenants.
 func (d *driver) sequence(t *rapid.T) {
-	if d.abort != nil {
-		t.Skip("aborted")
-	}
-	d.trace = nil
-	d.seq++
-	defer func() {
-		if r := recover(); r != nil {
-			if k, ok := r.(disagreement); ok {
-				t.Fatalf("%s", k.kind)
-			}
-			panic(r)
-		}
-	}()
+	d.rec.Begin(t)
+	defer d.rec.Recover(t)
 	q := &seqState{m: hostevents.New(d.cfg), streams: map[int]*tenantStream{}}
 	for i := range q.tenants {
-		name, err := modelTenant(d.ctx, fmt.Sprintf("model-%d-%d", d.seq, i))
-		if err != nil && d.failed {
+		name, err := modelTenant(d.ctx, fmt.Sprintf("model-%d-%d", d.rec.Seq(), i))
+		if err != nil && d.rec.Failed() {
 			// Shrinking spent the roster: the smallest failing sequence
 			// found so far stands.
 			t.Skip("no fresh tenant left to shrink with")
@@ -358,7 +304,7 @@ func (d *driver) exchange(t *rapid.T, q *seqState, tenant int, protocol, form, n
 	if err := q.m.Exchange(hostevents.Exchange{Tenant: tenant, Protocol: protocol, Named: named, Workspace: ws}, got); err != nil {
 		d.fail(t, failAnswer, "%s %s %s: %v (%s)", who, how, namedText, err, x.detail())
 	}
-	d.checked++
+	d.rec.Checked()
 }
 
 func (d *driver) subscribe(t *rapid.T, q *seqState, tenant int, after string) {
@@ -394,7 +340,7 @@ func (d *driver) close(t *rapid.T, q *seqState, sub *hostevents.Sub, verb string
 // is due now is read, and checked, at the next sync.
 func (d *driver) sync(t *rapid.T, q *seqState) {
 	wait := recordWait
-	if d.failed {
+	if d.rec.Failed() {
 		wait = modelShrinkWait
 	}
 	for _, sub := range q.m.Open() {
@@ -425,7 +371,7 @@ func (d *driver) sync(t *rapid.T, q *seqState) {
 				}
 				d.fail(t, kind, "tenant %d's stream %d: %v", sub.Tenant, sub.ID, err)
 			}
-			d.checked++
+			d.rec.Checked()
 		}
 	}
 }

@@ -29,7 +29,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import canon  # noqa: E402
+import evidence  # noqa: E402
 import typespec  # noqa: E402
+import delegation  # noqa: E402
 from store import Abort, Store  # noqa: E402
 
 BINDING = "agl-binding/1"
@@ -199,6 +201,8 @@ class Host:
         db = cfg.get("database_path") or os.path.join(state_dir, "agl.db")
         os.makedirs(os.path.dirname(db), exist_ok=True)
         self.store = Store(db, d("busy_timeout_ms", 15000))
+        self.evidence = evidence.Evidence(self, deny, strict, new_id, ts, jdump, jload)  # evidence.py
+        delegation.migrate(self.store)
         self.instance = new_id("inst_")
         self.clock_offset = 0
         self.stop = threading.Event()
@@ -358,18 +362,23 @@ class Host:
     def grant_view(self, g):
         return {"grant_id": g["id"], "issuer": g["issuer"], "subject": g["subject"], "operations": json.loads(g["operations"]),
                 "resources": json.loads(g["resources"]), "not_before": ts(g["not_before"]), "expires_at": ts(g["expires_at"]),
-                "parent_grant_id": g["parent_id"], "revoked_at": ts(g["revoked_at"])}
+                "parent_grant_id": g["parent_id"], "revoked_at": ts(g["revoked_at"]), "max_uses": g["max_uses"]}
 
     def check_chain(self, g, step, c=None):
         now = self.now()
         cur, depth = g, 0
         while cur is not None and depth < 32:
-            if cur["revoked_at"] is not None:
-                raise deny(403, "grant_revoked", "authorization_denied", step, "grant %s is revoked" % cur["id"])
-            if now >= cur["expires_at"]:
-                raise deny(403, "grant_expired", "authorization_denied", step, "grant %s expired" % cur["id"])
-            if now < cur["not_before"]:
-                raise deny(403, "grant_not_yet_valid", "authorization_denied", step, "grant %s is not valid yet" % cur["id"])
+            try:
+                if cur["revoked_at"] is not None:
+                    raise deny(403, "grant_revoked", "authorization_denied", step, "grant %s is revoked" % cur["id"])
+                if now >= cur["expires_at"]:
+                    raise deny(403, "grant_expired", "authorization_denied", step, "grant %s expired" % cur["id"])
+                if now < cur["not_before"]:
+                    raise deny(403, "grant_not_yet_valid", "authorization_denied", step, "grant %s is not valid yet" % cur["id"])
+                if step in (6, 7):  # a claim needs a use left (delegation.py)
+                    delegation.uses_left(c or self.store.conn(), cur, step, deny)
+            except Denial as d:
+                raise delegation.name_bound(d, g, cur)
             if not cur["parent_id"]:
                 return
             cur = self.grant_by_id(cur["parent_id"], c)
@@ -797,7 +806,7 @@ class Host:
     # -- grants --------------------------------------------------------------------
 
     def grant_from(self, b):
-        strict(b, ("subject", "operations", "resources", "not_before", "expires_at", "ttl_seconds"))
+        strict(b, ("subject", "operations", "resources", "not_before", "expires_at", "ttl_seconds", "max_uses"))
         if not b.get("subject") or not b.get("operations"):
             raise deny(422, "schema_error", "schema_error", 0, "subject and operations are required")
         res = b.get("resources") or []
@@ -817,13 +826,15 @@ class Host:
             raise deny(422, "schema_error", "schema_error", 0, "bad time: %s" % e)
         if ex <= nb:
             raise deny(422, "schema_error", "schema_error", 0, "expires_at must follow not_before")
-        return {"subject": b["subject"], "operations": b["operations"], "resources": res, "not_before": nb, "expires_at": ex}
+        return {"subject": b["subject"], "operations": b["operations"], "resources": res, "not_before": nb, "expires_at": ex,
+                "max_uses": delegation.max_uses_from(b, deny)}
 
     def insert_grant(self, c, g):
         tok = token("agt_")
-        c.execute("INSERT INTO grants VALUES(?,?,?,?,?,?,?,?,?,NULL)",
+        c.execute("INSERT INTO grants(id, token_hash, issuer, subject, operations, resources, not_before, expires_at, parent_id, max_uses)"
+                  " VALUES(?,?,?,?,?,?,?,?,?,?)",
                   (g["id"], thash(tok), g["issuer"], g["subject"], json.dumps(g["operations"]), json.dumps(g["resources"]),
-                   g["not_before"], g["expires_at"], g.get("parent_id")))
+                   g["not_before"], g["expires_at"], g.get("parent_id"), g.get("max_uses")))
         self.audit(c, {"event": "grant_issued", "grant_id": g["id"], "principal": g["subject"], "detail": "issuer " + g["issuer"]})
         return tok
 
@@ -842,7 +853,10 @@ class Host:
         g = self.grant_by_id(gid)
         if g is None:
             raise deny(404, "not_found", "request", 0, "no such grant")
-        return 200, self.grant_view(g)
+        v = self.grant_view(g)
+        if g["max_uses"] is not None:
+            v["uses"] = delegation.used(self.store.conn(), g["id"])
+        return 200, v
 
     def h_revoke_grant(self, rq, gid):
         self.require(rq.headers, "authority", self.keys.get("authority_key"))
@@ -869,23 +883,7 @@ class Host:
         child = self.grant_from(b)
         if not (isinstance(b, dict) and b.get("not_before")) and child["not_before"] < parent["not_before"]:
             child["not_before"] = parent["not_before"]
-        widened = None
-        for op in child["operations"]:
-            if (op == "*" and "*" not in json.loads(parent["operations"])) or not self.covers_op(parent, op):
-                widened = "operation " + op
-        for s in child["resources"]:
-            for rid in s["ids"]:
-                if rid == "*":
-                    if not any(ps["kind"] == s["kind"] and "*" in ps["ids"] for ps in json.loads(parent["resources"])):
-                        widened = "every %s" % s["kind"]
-                elif not self.covers_resource(parent, s["kind"], rid):
-                    widened = "%s %s" % (s["kind"], rid)
-        if child["expires_at"] > parent["expires_at"]:
-            widened = "expiry"
-        if child["not_before"] < parent["not_before"]:
-            widened = "not_before"
-        if widened:
-            raise deny(403, "delegation_widens", "authorization_denied", 0, "a delegation may only narrow; it widens the %s" % widened)
+        delegation.attenuate(self, parent, child, deny)
         child.update(id=new_id("grant_"), issuer=parent["subject"], parent_id=parent["id"])
         with self.store.tx() as c:
             ctok = self.insert_grant(c, child)
@@ -1189,6 +1187,7 @@ class Host:
                     self.recheck(ev["grant"]["id"], permit, 7, c)
                 except Denial as d:
                     raise Abort(d)
+                delegation.charge(c, self, ev["grant"], prop["operation_id"], now)
                 row = c.execute("SELECT fp FROM contracts WHERE name=?", (c_["qualified_name"],)).fetchone()
                 if row is None or row["fp"] != c_["_fp"]:
                     raise Abort(deny(409, "contract_fingerprint_mismatch", "proposal_mismatch", 7, "the contract was registered anew during dispatch"))
@@ -1940,6 +1939,7 @@ class Host:
             ("POST", p + "/scopes", self.h_create_scope), ("GET", p + "/scopes/([^/]+)", self.h_get_scope),
             ("POST", p + "/scopes/([^/]+)/children", self.h_child_scope), ("POST", p + "/parallel", self.h_parallel),
         ]
+        table += self.evidence.routes(p)  # evidence.py
         if self.seams:
             table += [
                 ("POST", s + "/faults", self.s_add_fault), ("GET", s + "/faults", self.s_faults), ("DELETE", s + "/faults", self.s_clear_faults),

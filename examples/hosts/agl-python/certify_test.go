@@ -44,7 +44,7 @@ func TestPythonHostPassesTheAGLProfiles(t *testing.T) {
 	}
 	tags := os.Getenv("PARLEY_TAGS")
 	if tags == "" {
-		tags = "@profile:agl-core,@profile:agl-operation-store,@profile:agl-parley-binding"
+		tags = "@profile:agl-core,@profile:agl-operation-store,@profile:agl-parley-binding,@profile:agl-evidence,@profile:agl-delegation"
 	}
 	var progress strings.Builder
 	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags, Progress: &progress, Concurrency: 4})
