@@ -191,6 +191,22 @@ func chkContractVersion(x *Exchange) string {
 	return v
 }
 
+// onlyUnlistedChanges is a refusal whose every change (the reference
+// host's detail.changes) is one section 10 does not list: a dropped
+// authority requirement or a changed idempotency contract.
+func onlyUnlistedChanges(r *Response) bool {
+	e, _ := r.JSON()["error"].(map[string]any)
+	d, _ := e["detail"].(map[string]any)
+	changes, _ := d["changes"].([]any)
+	for _, c := range changes {
+		s, _ := c.(string)
+		if !strings.HasPrefix(s, "drops authority requirement ") && s != "changes the idempotency contract" {
+			return false
+		}
+	}
+	return len(changes) > 0
+}
+
 func chkDenial(status int, code string) *Response {
 	r := &Response{Status: status, Header: http.Header{"Content-Type": {"application/json"}}}
 	r.SetJSON(map[string]any{"error": map[string]any{"code": code, "category": "proposal_mismatch", "message": "refused: " + code, "retryable": false}})
@@ -305,16 +321,20 @@ var aglCheckerRules = []Rule{
 			tok, _ := b["permit_token"].(string)
 			return b["approval"] != nil || b["decision"] != nil || strings.HasPrefix(tok, "sha256:")
 		})},
-	{ID: "agl.contract.interface-compatibility", Broken: "registers incompatible interface changes under a minor version",
+	{ID: "agl.contract.interface-compatibility", Broken: "registers incompatible interface changes section 10 lists under a minor version",
 		Response: func(x *Exchange, r *Response) {
-			if chkContractVersion(x) != "" && r.Status == http.StatusConflict && strings.Contains(string(r.Body), "incompatible_contract_change") {
+			// The changes section 10 does not list are parley's binding
+			// (agl.contract.interface-binding-changes): they stay refused.
+			if chkContractVersion(x) != "" && r.Status == http.StatusConflict && strings.Contains(string(r.Body), "incompatible_contract_change") && !onlyUnlistedChanges(r) {
 				r.Status = http.StatusCreated
 				r.SetJSON(map[string]any{"accepted": true})
 			}
 		}},
 	{ID: "agl.contract.interface-binding-changes", Broken: "registers the removal of authority and an idempotency change under a minor version (faithful to section 10's list, not to parley's binding)",
 		Response: func(x *Exchange, r *Response) {
-			if chkContractVersion(x) != "" && r.Status == http.StatusConflict && strings.Contains(string(r.Body), "incompatible_contract_change") {
+			// Only those two changes: a change section 10 lists stays
+			// refused, so the rule breaks its own id and no other.
+			if chkContractVersion(x) != "" && r.Status == http.StatusConflict && strings.Contains(string(r.Body), "incompatible_contract_change") && onlyUnlistedChanges(r) {
 				r.Status = http.StatusCreated
 				r.SetJSON(map[string]any{"accepted": true})
 			}

@@ -478,9 +478,12 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.preflight.post.preflight-id-uuidv4",
 		Broken: "assigns time-ordered UUIDv7 preflight ids",
-		Response: decision(false, func(d map[string]any) {
-			d["preflight_id"] = uuid.Must(uuid.NewV7()).String()
-		}),
+		// The host's own ids are swapped for UUIDv7s everywhere it shows
+		// or reads them (answers, WAL frames, GET paths, the binding
+		// header, seam filters), so the host stays consistent and only the
+		// id's version is wrong.
+		Intercept: v7ids.intercept,
+		Response:  v7ids.response,
 	},
 	{
 		ID:     "contractrefine.preflight.post.audit-id-uuidv4",
@@ -492,8 +495,11 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.preflight.post.reason-shape",
 		Broken: "drops the \"contract: \" prefix from reasons, on the wire and in the WAL",
+		// Everywhere the host shows a decision (POST, GET, the frame's
+		// reason and its decision_json), so the host stays consistent and
+		// only the reason's shape is wrong.
 		Response: func(x *Exchange, r *Response) {
-			decision(false, func(d map[string]any) {
+			decision(true, func(d map[string]any) {
 				if s, ok := d["reason"].(string); ok {
 					d["reason"] = strings.TrimPrefix(s, "contract: ")
 				}
@@ -501,6 +507,16 @@ var contractRefineRules = []Rule{
 			frames(func(kind string, a map[string]any) []map[string]any {
 				if s, ok := a["reason"].(string); ok {
 					a["reason"] = strings.TrimPrefix(s, "contract: ")
+				}
+				if s, ok := a["decision_json"].(string); ok {
+					var d map[string]any
+					if json.Unmarshal([]byte(s), &d) == nil {
+						if rs, ok := d["reason"].(string); ok {
+							d["reason"] = strings.TrimPrefix(rs, "contract: ")
+							b, _ := json.Marshal(d)
+							a["decision_json"] = string(b)
+						}
+					}
 				}
 				return []map[string]any{a}
 			})(x, r)
@@ -970,4 +986,85 @@ func sharedBudget(part func(ladder) string, counts *map[string]int) func(x *Exch
 			r.SetJSON(d)
 		}
 	}
+}
+
+// v7ids is the preflight-id rule's host: every preflight id it issues is
+// a UUIDv7 standing for the reference host's own id, in both directions.
+var v7ids = &idSwap{fake: map[string]string{}, real: map[string]string{}}
+
+type idSwap struct {
+	mu   sync.Mutex
+	fake map[string]string // real -> fake
+	real map[string]string // fake -> real
+}
+
+// toFake replaces the host's ids by their stand-ins in b, minting a
+// stand-in for the preflight_id of a decision POST answered.
+func (s *idSwap) toFake(x *Exchange, status int, b []byte) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if isPreflightPost(x) && status == http.StatusOK {
+		var d map[string]any
+		if json.Unmarshal(b, &d) == nil {
+			if id, _ := d["preflight_id"].(string); id != "" && s.fake[id] == "" {
+				f := uuid.Must(uuid.NewV7()).String()
+				s.fake[id], s.real[f] = f, id
+			}
+		}
+	}
+	for r, f := range s.fake {
+		b = bytes.ReplaceAll(b, []byte(r), []byte(f))
+	}
+	return b
+}
+
+// toReal replaces stand-ins by the host's ids in v.
+func (s *idSwap) toReal(v string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for f, r := range s.real {
+		v = strings.ReplaceAll(v, f, r)
+	}
+	return v
+}
+
+func (s *idSwap) response(x *Exchange, r *Response) { r.Body = s.toFake(x, r.Status, r.Body) }
+
+// intercept sends a request that names a stand-in to the host with the
+// host's own id instead, and answers with the stand-ins put back.
+func (s *idSwap) intercept(x *Exchange) *Response {
+	path, query, body := s.toReal(x.Path), s.toReal(x.Query.Encode()), s.toReal(string(x.Body))
+	header := x.Header.Clone()
+	changed := path != x.Path || query != x.Query.Encode() || body != string(x.Body)
+	for k, vs := range header {
+		for i, v := range vs {
+			if r := s.toReal(v); r != v {
+				vs[i], changed = r, true
+			}
+		}
+		header[k] = vs
+	}
+	if !changed {
+		return nil
+	}
+	u := x.Upstream + path
+	if query != "" {
+		u += "?" + query
+	}
+	req, err := http.NewRequest(x.Method, u, strings.NewReader(body))
+	if err != nil {
+		return nil
+	}
+	header.Del("Content-Length")
+	req.Header = header
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return &Response{Status: http.StatusBadGateway, Header: http.Header{}, Body: []byte(err.Error())}
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	h := resp.Header.Clone()
+	h.Del("Content-Length")
+	return &Response{Status: resp.StatusCode, Header: h, Body: s.toFake(x, resp.StatusCode, buf.Bytes())}
 }

@@ -195,7 +195,7 @@ func scenarioLines(doc *messages.GherkinDocument) map[string]int64 {
 // Digest identifies the exact corpus; bundles carry it.
 func (c *Corpus) Digest() string { return c.digest }
 
-// Bind checks the corpus against the registry: every scenario names at least
+// Bind checks the corpus against the registry: every scenario names exactly
 // one requirement and one profile, every tag names a live registry entry
 // whose profile matches, and every active MUST or SHOULD is witnessed by a
 // scenario or carries a rationale for why it cannot be.
@@ -209,6 +209,12 @@ func Bind(r *Registry, c *Corpus) error {
 		}
 		if s.Profile == "" {
 			problems = append(problems, where+": no @profile tag")
+		}
+		// One requirement per scenario: a scenario tagged with two ids
+		// would fail both when only one rule broke, blaming an id whose
+		// rule held. A duplicate of one id is reported below instead.
+		if distinct := distinctIDs(s.ReqIDs); len(distinct) > 1 {
+			problems = append(problems, fmt.Sprintf("%s: tags %d requirements (%s); a scenario witnesses one @req id, so split it", where, len(distinct), strings.Join(distinct, ", ")))
 		}
 		seenIDs := map[string]bool{}
 		for _, id := range s.ReqIDs {
@@ -251,6 +257,19 @@ func Bind(r *Registry, c *Corpus) error {
 	// Every scenario names the one fixture it runs on (the runner checks
 	// that it exists: the verifier links the registry, not the fixtures).
 	return CheckFixtures(c, nil)
+}
+
+// distinctIDs returns ids without repeats, in first-seen order.
+func distinctIDs(ids []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // CheckFixtures holds every scenario to the fixtures: it names exactly one

@@ -109,6 +109,8 @@ func TestBindRefuses(t *testing.T) {
 		{"a scenario naming no fixture", goodRegistry, strings.Replace(goodFeature, " @fixture:demo-core", "", 1), "no @fixture tag"},
 		{"a fixture that does not exist", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:demo-gone", 1), "@fixture:demo-gone names no fixture"},
 		{"another family's fixture", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:elsewhere-core", 1), "belongs to family elsewhere"},
+		{"two requirements in one scenario", strings.Replace(goodRegistry, `witness = "unwitnessable"
+rationale = "nothing on the wire shows it"`, `witness = "wire"`, 1), strings.Replace(goodFeature, "@req:demo.area.first", "@req:demo.area.first @req:demo.area.second", 1), "tags 2 requirements (demo.area.first, demo.area.second)"},
 		{"two fixtures", goodRegistry, strings.Replace(goodFeature, "@fixture:demo-core", "@fixture:demo-core @fixture:demo-other", 1), "a scenario runs on one fixture"},
 	}
 	for _, c := range cases {

@@ -62,7 +62,7 @@ Feature: POST /v1/preflight
     When the agent requests a preflight without <field>
     Then the response status is 200
     And the response field "outcome" is "deny"
-    And the response field "reason" is "contract: session_metadata_missing"
+    And the decision's subreason is "session_metadata_missing"
 
     Examples:
       | field              |
@@ -190,14 +190,25 @@ Feature: POST /v1/preflight
       | mode     | allowed       | inside | outside |
       | enforce  | default, edge | edge   | lab     |
 
-  @req:contractrefine.preflight.post.preflight-id-uuidv4 @req:contractrefine.preflight.post.audit-id-uuidv4 @profile:contractrefine-preflight @fixture:contractrefine-advisory
-  Scenario Outline: Server-assigned ids are fresh UUIDv4s
+  @req:contractrefine.preflight.post.preflight-id-uuidv4 @profile:contractrefine-preflight @fixture:contractrefine-advisory
+  Scenario Outline: Server-assigned preflight ids are fresh UUIDv4s
     Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
     When the agent requests a preflight <request>
     And the agent requests a preflight for a plan that satisfies every contract
     Then the response field "preflight_id" is a UUID version 4
-    And the response field "audit_id" is a UUID version 4
     And every decision so far has a distinct "preflight_id"
+
+    Examples:
+      | request                                          |
+      | for a plan that satisfies every contract         |
+      | whose plan step kind differs from the capability |
+
+  @req:contractrefine.preflight.post.audit-id-uuidv4 @profile:contractrefine-preflight @fixture:contractrefine-advisory
+  Scenario Outline: Server-assigned audit ids are fresh UUIDv4s
+    Given a ContractRefine host whose runtime.contract_refine.mode is "advisory"
+    When the agent requests a preflight <request>
+    And the agent requests a preflight for a plan that satisfies every contract
+    Then the response field "audit_id" is a UUID version 4
     And every decision so far has a distinct "audit_id"
 
     Examples:

@@ -68,6 +68,9 @@ const (
 	// preInspected: INSPECT target=contract answers the originator its own
 	// contract.
 	preInspected = "agtp.precondition.contract-inspected"
+	// preCompositionFailed: a pair a recipe covers whose composition fails
+	// is refused 464 with a failed-composition reason.
+	preCompositionFailed = "agtp.precondition.composition-failed"
 )
 
 // options are what a "sends" step adds to the request.
@@ -357,8 +360,13 @@ func (s *state) noContract() error {
 		return steps.Precondition(prePreviewed, &steps.Failure{Msg: "the 461 preview names no synthesis_id to present: " + r.String(), Exchange: r})
 	case r.Status == 263:
 		return steps.Precondition(preApproved, &steps.Failure{Msg: "the 263 names no synthesis_id to present: " + r.String(), Exchange: r})
+	case r.Status >= 200 && r.Status < 300 && s.knobs["mode"] == "optimistic":
+		return steps.Precondition(preOptimistic, &steps.Failure{Msg: "the fixture runs RCNS in optimistic mode, and the success carries no Contract-Synthesized naming the contract: " + r.String(), Exchange: r})
 	case r.Status >= 200 && r.Status < 300:
-		return steps.Precondition(preOptimistic, &steps.Failure{Msg: "the success carries no Contract-Synthesized naming the contract: " + r.String(), Exchange: r})
+		// A confirm-first fixture: the contract comes from a 461 preview,
+		// so a plain success is that precondition failing, not the
+		// optimistic one.
+		return steps.Precondition(prePreviewed, &steps.Failure{Msg: "the fixture runs RCNS in confirm-first mode, and the opted-in request was answered a success, not a 461 preview naming a contract: " + r.String(), Exchange: r})
 	}
 	return steps.Fault("a step uses \"the contract\", but the last answer (%d) issues none", r.Status)
 }
@@ -431,7 +439,7 @@ func obtain(ctx context.Context, agentName, method, target string, aside bool) (
 	mode, fx := s.mode(ctx)
 	r, err := send(ctx, agentName, method, target, options{allow: ptr("true"), aside: aside})
 	if err != nil {
-		return "", steps.Precondition(issuing(s), err)
+		return "", steps.Precondition(issuing(mode), err)
 	}
 	if mode == "optimistic" {
 		sid := r.Header.Get("Contract-Synthesized")
@@ -475,9 +483,10 @@ func (s *state) mode(ctx context.Context) (string, string) {
 }
 
 // issuing is the precondition an opted-in request that issues no contract
-// fails: the delivery mode the fixture runs.
-func issuing(s *state) string {
-	if s.knobs["mode"] == "optimistic" {
+// fails: that of the delivery mode the fixture runs (mode, from s.mode, so
+// the fixture is read before its knobs are).
+func issuing(mode string) string {
+	if mode == "optimistic" {
 		return preOptimistic
 	}
 	return prePreviewed

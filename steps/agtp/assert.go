@@ -347,7 +347,7 @@ func registerAssertions(c *steps.Catalog) {
 		if mode == "optimistic" {
 			ok, want = is2xx(r) && r.Header.Get("Contract-Synthesized") != "", "a success with Contract-Synthesized"
 		}
-		return steps.Precondition(issuing(s), w.Assert(ok, "fixture %s runs RCNS in %s mode, and an opted-in request for a pair a recipe composes, by the same agent, was delivered no contract (not %s), so the gate is not open: %s", fx, mode, want, r))
+		return steps.Precondition(issuing(mode), w.Assert(ok, "fixture %s runs RCNS in %s mode, and an opted-in request for a pair a recipe composes, by the same agent, was delivered no contract (not %s), so the gate is not open: %s", fx, mode, want, r))
 	})
 	c.Then(`^the response is served by its registration$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)
@@ -382,8 +382,11 @@ func registerAssertions(c *steps.Catalog) {
 		got, ok := v.(string)
 		return w.Assert(ok && got == want, "expected %s to be the string %q exactly (in result or at top level), got %#v: %s", path, want, v, r)
 	})
+	// The reason of a failed composition is agtp.rcns.gate.synthesis-error's
+	// rule: a scenario witnessing another id (the attempt id, the attempt
+	// record) that meets another reason is blocked on it, not failed.
 	c.Then(`^the response is 464 for a composition that failed$`, func(ctx context.Context) error {
-		return failedComposition(steps.From(ctx))
+		return steps.Precondition(preCompositionFailed, failedComposition(steps.From(ctx)))
 	})
 	c.Then(`^the response refuses the sweep$`, func(ctx context.Context) error {
 		w, _, r, err := last(ctx)

@@ -61,12 +61,16 @@ const (
 	// preReplay: a new subscription without Last-Event-ID delivers records
 	// made before it opened (what a durability check reads with).
 	preReplay = "openwop.precondition.fresh-subscription-replays"
+	// preAgreedVersion: an accepted negotiation's record names the version
+	// agreed (the downgrade id's rule), which a scenario about another
+	// member of the record only relies on.
+	preAgreedVersion = "openwop.precondition.record-agreed-version"
 )
 
 // Preconditions lists every precondition id the package names, for the
 // test that holds them to the registry.
 func Preconditions() []string {
-	return []string{preDiscovery, preBarrierA2A, preBarrierMCP, preSubscribed, preRPCEndpoint, preReplay}
+	return []string{preDiscovery, preBarrierA2A, preBarrierMCP, preSubscribed, preRPCEndpoint, preReplay, preAgreedVersion}
 }
 
 // Register binds every OpenWOP step phrase.

@@ -203,9 +203,9 @@ func registerRecord(c *steps.Catalog) {
 			// accept: a fake that answered no version is parley's bug.
 			return steps.Fault("the scenario's fake peer refused the host's request, yet the scenario expects an accepted negotiation")
 		}
-		return expect(w, r,
+		return steps.Precondition(preAgreedVersion, expect(w, r,
 			check{what: "an accepted negotiation", field: "outcome", want: "accepted"},
-			check{what: "the record must name the version the peer answered", field: "version", want: answered})
+			check{what: "the record must name the version the peer answered", field: "version", want: answered}))
 	})
 	c.Then(`^that record is refused, with no version$`, func(ctx context.Context) error {
 		w := steps.From(ctx)

@@ -1,0 +1,123 @@
+package sabotage_test
+
+import (
+	"context"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/parley-conformance/parley/runner"
+	"github.com/parley-conformance/parley/sabotage"
+	"github.com/parley-conformance/parley/scenarios"
+	"github.com/parley-conformance/parley/target"
+	"github.com/parley-conformance/parley/verdict"
+)
+
+// specProfiles are the profiles of family whose ids are not parley's
+// binding: the ones a faithful host must pass.
+func specProfiles(reg *scenarios.Registry, family string) []string {
+	set := map[string]bool{}
+	for _, e := range reg.Entries {
+		if strings.HasPrefix(e.ID, family+".") && !strings.HasSuffix(e.Profile, scenarios.BindingProfileSuffix) {
+			set[e.Profile] = true
+		}
+	}
+	var out []string
+	for p := range set {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestAFaithfulReadingPassesEverySpecProfile is the fairness rule held to
+// hosts: each faithful reading (sabotage.FaithfulReadings: a host that
+// never retries, keeps every record, answers a failed composition 464
+// composition-impossible, names the attempt record's members its own way,
+// refuses a sweep 403, ...) passes every spec profile of its family; only
+// the binding ids it names may fail, and they must, so the reading is seen
+// to have taken effect (a reading with no binding id must have changed some
+// exchange instead). PARLEY_READINGS=name,name runs only those readings.
+func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs each family's spec profiles once per reading")
+	}
+	reg, corpus := load(t)
+	only := map[string]bool{}
+	for _, n := range strings.Split(os.Getenv("PARLEY_READINGS"), ",") {
+		if n != "" {
+			only[n] = true
+		}
+	}
+	run := func(t *testing.T, rule sabotage.Rule, tags string) *runner.Result {
+		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+		defer tgt.Close()
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	readings := sabotage.FaithfulReadings()
+	if len(readings) == 0 {
+		t.Fatal("no faithful readings")
+	}
+	for _, rd := range readings {
+		if len(only) > 0 && !only[rd.Name] {
+			continue
+		}
+		t.Run(rd.Name, func(t *testing.T) {
+			profiles := specProfiles(reg, rd.Family)
+			var tags []string
+			for _, p := range profiles {
+				tags = append(tags, "@profile:"+p)
+			}
+			res := run(t, rd.Rule, strings.Join(tags, ","))
+			inSpec := map[string]bool{}
+			for _, p := range profiles {
+				inSpec[p] = true
+			}
+			passed := 0
+			for _, r := range res.Rows {
+				e, ok := reg.Lookup(r.ID)
+				if !ok || !inSpec[e.Profile] || e.Witness == scenarios.WitnessUnwitnessable {
+					continue
+				}
+				switch r.Result {
+				case verdict.ExecutedPass, verdict.Inapplicable:
+					passed++
+				default:
+					t.Errorf("a host that %s: %s (%s) is %s: %s", rd.Host, r.ID, e.Profile, r.Result, firstLine(r.Detail))
+				}
+			}
+			if passed == 0 {
+				t.Fatalf("no spec-profile id of %s ran (%v)", rd.Family, profiles)
+			}
+			if len(rd.Binding) == 0 {
+				if rd.Applied() == 0 {
+					t.Errorf("the reading changed no exchange: the spec profiles never met the choice it makes")
+				}
+				return
+			}
+			var btags []string
+			for _, id := range rd.Binding {
+				e, ok := reg.Lookup(id)
+				if !ok || e.Basis != scenarios.BasisBinding {
+					t.Fatalf("%s is named as the reading's binding id, but the registry has it %v (basis %q)", id, ok, e.Basis)
+				}
+				btags = append(btags, "@req:"+id)
+			}
+			bres := run(t, rd.Rule, strings.Join(btags, ","))
+			for _, r := range bres.Rows {
+				for _, id := range rd.Binding {
+					if r.ID == id && r.Result != verdict.ExecutedFail {
+						t.Errorf("binding id %s is %s under the reading, want executed-fail: the reading did not take effect", id, r.Result)
+					}
+				}
+			}
+		})
+	}
+}
+
+func firstLine(s string) string { return strings.SplitN(s, "\n", 2)[0] }
