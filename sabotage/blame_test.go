@@ -27,6 +27,7 @@ var blameSample = []string{
 	"contractrefine.preflight.post.reason-shape",
 	"openwop.rfc0242.downgrade.reads-as-accepted",
 	"contractrefine.preflight.post.preflight-id-uuidv4",
+	"agl.authority.revocation-cascades",
 }
 
 // blameLeft are leaks this test found and that are not fixed yet: each
@@ -34,7 +35,6 @@ var blameSample = []string{
 // (PARLEY_BLAME_RULES=<key> shows them); docs/interpretations.md ("Fairness
 // audit") says what each needs.
 var blameLeft = map[string]string{
-	"agl.authority.revocation-cascades":                "features/agl/4_3_delegation.feature's \"A revoked delegator stops its delegate\" is tagged agl.delegation.budget-bounded-by-delegator but needs the cascade to refuse at all, so a host that does not cascade fails that id too; the refusal belongs to the cascade id (retag the scenario, or make the refusal a precondition resting on it) and only the bound it names to the budget id",
 	"contractrefine.preflight.post.audit-id-uuidv4":    "the rule reuses one audit_id in POST answers only, so the WAL frames, GET and the audit join disagree with it and their ids fail; a host that really reused one audit_id would also break the audit join by audit_id, so part of that blame is earned, and the rule must show the reuse consistently before the rest can be told apart",
 	"contractrefine.tool.advisory-continues-to-policy": "the mode-ladder scenarios observe the configured mode through advisory's own behaviour (a failed binding continues to policy), so a host broken in that behaviour fails them too; they cannot tell the two faults apart",
 }

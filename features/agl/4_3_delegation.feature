@@ -114,7 +114,9 @@ Feature: Bounded delegation
     And the refusal names the bound "max_uses" of the principal's grant
     And the destination received no message
 
-  @req:agl.delegation.budget-bounded-by-delegator @profile:agl-parley-binding
+  # The refusal is the cascade itself (a binding choice: 4.3 does not say
+  # revocation cascades), so it witnesses that id, not the use-count bound.
+  @req:agl.authority.revocation-cascades @profile:agl-parley-binding
   Scenario: A revoked delegator stops its delegate, the refusal naming the revoked grant
     Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
     When the authorization service revokes the principal's grant
