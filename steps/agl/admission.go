@@ -153,9 +153,12 @@ func registerAdmission(c *steps.Catalog) {
 		s.mail = d
 		return nil
 	})
-	c.When(`^the host will pause for (\d+) ms in the claim$`, func(ctx context.Context, ms int) error {
-		return st(ctx).seamFault(ctx, "claim", "delay", map[string]any{"delay_ms": ms})
-	}).WaitsAsWritten(time.Millisecond)
+	c.When(`^the host will hold the next dispatch (in the claim|at the external call) until the suite releases it$`, func(ctx context.Context, where string) error {
+		return st(ctx).armHold(ctx, holdBoundary[where])
+	})
+	c.When(`^the suite releases the dispatch held (in the claim|at the external call)$`, func(ctx context.Context, where string) error {
+		return st(ctx).releaseHold(ctx, holdBoundary[where])
+	})
 	c.When(`^the host will fail to persist the next (\d+) claims$`, func(ctx context.Context, n int) error {
 		return st(ctx).seamFault(ctx, "claim", "fail", map[string]any{"count": n})
 	})
