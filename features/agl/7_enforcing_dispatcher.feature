@@ -283,23 +283,25 @@ Feature: The enforcing dispatcher
   # work starts): a dispatch whose wait for a slot runs out is refused as
   # capacity unavailable (retryable: nothing was claimed), sends nothing,
   # and the host never runs more dispatches than the account admits. The
-  # slot is held by a send the destination holds without answering; the
-  # suite cancels it afterwards.
+  # slot is held by a dispatch the host holds before its external call until
+  # the suite releases it, after the second dispatch was answered: no
+  # deadline of the host's runs out while the scenario observes, and no
+  # step has to catch the second dispatch inside its 8 s wait.
   @req:agl.dispatch.admission-wait-expires @profile:agl-core @fixture:agl-core
   Scenario: A dispatch whose wait for capacity runs out is refused and sends nothing
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the AGL test seams are enabled
-    And the host gives a handler 30000 ms to answer
     And the principal has an approved send of a draft to "bob@example.com"
-    And the destination will hang without taking effect on the next message
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
-    And the first attempt has reached the destination
+    And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
     And the agent starts dispatching the approved send as "second"
-    And the host has a dispatch waiting for capacity
     And dispatch "second" finishes
     Then the action is refused at step 6 with code "capacity_unavailable"
-    And the destination was sent only dispatch "first"'s message
     And the permit is not consumed
-    When the agent cancels the operation of dispatch "first"
-    Then the host soon holds no admission slot for the account
+    When the suite releases the dispatch held at the external call
+    And dispatch "first" finishes
+    Then the dispatch completed
+    And the destination was sent only dispatch "first"'s message
+    And the host soon holds no admission slot for the account

@@ -48,10 +48,15 @@ type faults struct {
 
 func newFaults() *faults { return &faults{} }
 
-func (f *faults) take(boundary, op string) *fault {
+// take consumes one firing of the first fault armed at boundary for op:
+// a hold when hold is set, any other action when it is not.
+func (f *faults) take(boundary, op string, hold bool) *fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, ft := range f.list {
+		if (ft.Action == "hold") != hold {
+			continue
+		}
 		if ft.Boundary == boundary && (ft.Operation == "" || ft.Operation == op) && (ft.Count == 0 || ft.Fired < ft.Count) {
 			ft.Fired++
 			c := *ft
@@ -64,7 +69,7 @@ func (f *faults) take(boundary, op string) *fault {
 // fire is called by production code at each boundary; with no fault armed
 // (always, unless an operator mounted the seams) it does nothing.
 func (h *Host) fire(ctx context.Context, boundary, op string) error {
-	ft := h.faults.take(boundary, op)
+	ft := h.faults.take(boundary, op, false)
 	if ft == nil {
 		return nil
 	}
@@ -73,13 +78,6 @@ func (h *Host) fire(ctx context.Context, boundary, op string) error {
 	case "delay":
 		select {
 		case <-time.After(time.Duration(ft.DelayMS) * time.Millisecond):
-		case <-ctx.Done():
-		case <-h.stop:
-		}
-		return nil
-	case "hold":
-		select {
-		case <-ft.release:
 		case <-ctx.Done():
 		case <-h.stop:
 		}
@@ -109,6 +107,25 @@ func (ft *fault) free() {
 	if !ft.Released && ft.release != nil {
 		ft.Released = true
 		close(ft.release)
+	}
+}
+
+// hold is called by production code where a dispatch may be held (inside
+// the claim transaction; after the claim, before the handler's deadline
+// starts): it returns at once unless a "hold" is armed there for op, and
+// otherwise when the suite releases it, ctx ends (the dispatch was
+// cancelled) or the instance stops. Time held is not the handler's: the
+// external call's hold comes before its deadline is set.
+func (h *Host) hold(ctx context.Context, boundary, op string) {
+	ft := h.faults.take(boundary, op, true)
+	if ft == nil {
+		return
+	}
+	h.log.Warn("agl: dispatch held by the seam", "boundary", boundary, "operation", op)
+	select {
+	case <-ft.release:
+	case <-ctx.Done():
+	case <-h.stop:
 	}
 }
 
