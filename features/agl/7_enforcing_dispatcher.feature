@@ -286,13 +286,16 @@ Feature: The enforcing dispatcher
   # slot is held by a dispatch the host holds before its external call until
   # the suite releases it, after the second dispatch was answered: no
   # deadline of the host's runs out while the scenario observes, and no
-  # step has to catch the second dispatch inside its 8 s wait.
+  # step has to catch the second dispatch inside its 8 s wait. A host whose
+  # seam cannot hold pauses the first dispatch 12 s instead, past the wait
+  # and inside the handler's 30 s.
   @req:agl.dispatch.admission-wait-expires @profile:agl-core @fixture:agl-core
   Scenario: A dispatch whose wait for capacity runs out is refused and sends nothing
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the AGL test seams are enabled
+    And the host gives a handler 30000 ms to answer
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will hold the next dispatch at the external call until the suite releases it
+    And the host will hold the next dispatch at the external call until the suite releases it, or pause 12000 ms where it cannot hold
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"

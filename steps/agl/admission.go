@@ -153,8 +153,16 @@ func registerAdmission(c *steps.Catalog) {
 		s.mail = d
 		return nil
 	})
-	c.When(`^the host will hold the next dispatch (in the claim|at the external call) until the suite releases it$`, func(ctx context.Context, where string) error {
-		return st(ctx).armHold(ctx, holdBoundary[where])
+	c.When(`^the host will hold the next dispatch (in the claim|at the external call) until the suite releases it(?:, or pause (\d+) ms where it cannot hold)?$`, func(ctx context.Context, where, fallback string) error {
+		ms := holdFallbackMS[holdBoundary[where]]
+		if fallback != "" {
+			n, err := strconv.Atoi(fallback)
+			if err != nil {
+				return steps.Fault("a pause of %q ms", fallback)
+			}
+			ms = n
+		}
+		return st(ctx).armHold(ctx, holdBoundary[where], ms)
 	})
 	c.When(`^the suite releases the dispatch held (in the claim|at the external call)$`, func(ctx context.Context, where string) error {
 		return st(ctx).releaseHold(ctx, holdBoundary[where])

@@ -19,15 +19,16 @@ import (
 var holdBoundary = map[string]string{"in the claim": "claim", "at the external call": "external_call"}
 
 // holdFallbackMS is how long a "delay" lasts in place of a "hold" the
-// host's seam does not offer: the pauses the scenarios used before holds
-// existed, long enough for their observations on an unloaded machine.
+// host's seam does not offer, unless the step names another: the pauses
+// the scenarios used before holds existed, long enough for their
+// observations on an unloaded machine.
 var holdFallbackMS = map[string]int{"claim": 1500, "external_call": 5000}
 
 // armHold arms a hold for the scenario's send operation at boundary. A
 // host whose seam refuses the action (422: an older seam that knows
-// "delay" but not "hold") gets a "delay" of holdFallbackMS instead, and
-// the release is then nothing to do.
-func (s *state) armHold(ctx context.Context, boundary string) error {
+// "delay" but not "hold") gets a "delay" of fallbackMS instead, and the
+// release is then nothing to do.
+func (s *state) armHold(ctx context.Context, boundary string, fallbackMS int) error {
 	if err := s.ensure(ctx); err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (s *state) armHold(ctx context.Context, boundary string) error {
 		}
 		s.delayed[boundary] = true
 		s.mu.Unlock()
-		return s.seamFault(ctx, boundary, "delay", map[string]any{"delay_ms": holdFallbackMS[boundary]})
+		return s.seamFault(ctx, boundary, "delay", map[string]any{"delay_ms": fallbackMS})
 	}
 	if err := w.Assert(r.Status == http.StatusCreated, "the host's fault seam refused %s/hold: %s", boundary, r); err != nil {
 		return err
