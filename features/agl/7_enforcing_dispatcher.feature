@@ -107,7 +107,7 @@ Feature: The enforcing dispatcher
 
   @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core
   Scenario Outline: Authority revoked while a dispatch waits for capacity stops that dispatch
-    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
@@ -132,7 +132,7 @@ Feature: The enforcing dispatcher
 
   @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core
   Scenario: A dispatch that waited for capacity goes on once its authority is checked again
-    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
@@ -189,7 +189,7 @@ Feature: The enforcing dispatcher
 
   @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-core
   Scenario: Cancelling a dispatch that waits for capacity stops it and leaves its permit usable
-    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
@@ -261,7 +261,7 @@ Feature: The enforcing dispatcher
   @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core @exclusive
   Scenario: A permit that expires while its dispatch waits for capacity is refused at the re-check
     Given the suite moves the host's clock instead of waiting, where the host offers the clock seam
-    And the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    And the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"

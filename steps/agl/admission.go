@@ -137,16 +137,19 @@ func (s *state) scopeID(name string) (string, error) {
 
 func registerAdmission(c *steps.Catalog) {
 	c.Given(`^the host admits (\d+) dispatch(?:es)? at a time and lets a dispatch wait (\d+) ms for capacity$`, func(ctx context.Context, n, ms int) error {
-		// An account that takes one dispatch at a time: the fixture's
-		// narrow roster, leased in place of the scenario's email account.
-		if n != 1 || ms != 8000 {
-			return steps.Fault("the narrow email accounts admit 1 dispatch at a time and let one wait 8000 ms; the scenario asks for %d and %d ms", n, ms)
+		// An account that takes one dispatch at a time, leased in place of
+		// the scenario's email account: the fixture's narrow roster (a wait
+		// that runs out within a scenario) or its patient one (a wait no
+		// scenario outlasts, for acting while a dispatch waits).
+		roster := map[int]string{8000: fixtures.AGLRosterEmailNarrow, 300000: fixtures.AGLRosterEmailPatient}[ms]
+		if n != 1 || roster == "" {
+			return steps.Fault("the narrow email accounts admit 1 dispatch at a time and let one wait 8000 ms, the patient ones 300000 ms; the scenario asks for %d and %d ms", n, ms)
 		}
 		s, w := st(ctx), steps.From(ctx)
 		if !s.described || s.ready {
 			return steps.Fault("an account's admission is chosen after the host is described and before the contracts are registered")
 		}
-		d, err := leaseDestination(w, fixtures.AGLRosterEmailNarrow)
+		d, err := leaseDestination(w, roster)
 		if err != nil {
 			return err
 		}
