@@ -32,11 +32,12 @@ Feature: The enforcing dispatcher
   @req:agl.dispatch.step-order @profile:agl-core @fixture:agl-core
   Scenario: The claim is persisted before the handler runs, the outcome before the answer
     Given the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 2500 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send
     Then while the call is paused the operation is "Claimed", the permit is consumed and the draft is "Dispatching"
     And while the call is paused the destination has received no message
-    When the dispatch finishes
+    When the suite releases the dispatch held at the external call
+    And the dispatch finishes
     Then the dispatch completed
     And the operation as read back is the one the dispatch answered
     And the audit trail of the operation records the claim before the outcome
@@ -106,15 +107,16 @@ Feature: The enforcing dispatcher
 
   @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core
   Scenario Outline: Authority revoked while a dispatch waits for capacity stops that dispatch
-    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
     And the agent starts dispatching the approved send as "second"
     And the host has a dispatch waiting for capacity
     And <revocation>
+    And the suite releases the dispatch held at the external call
     And dispatch "second" finishes
     Then the action is refused at step 6 with code "<code>"
     And the refusal is not dressed as a network error and is not retryable
@@ -130,14 +132,15 @@ Feature: The enforcing dispatcher
 
   @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core
   Scenario: A dispatch that waited for capacity goes on once its authority is checked again
-    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
     And the agent starts dispatching the approved send as "second"
     And the host has a dispatch waiting for capacity
+    And the suite releases the dispatch held at the external call
     And dispatch "second" finishes
     Then the dispatch completed
     When dispatch "first" finishes
@@ -186,9 +189,9 @@ Feature: The enforcing dispatcher
 
   @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-core
   Scenario: Cancelling a dispatch that waits for capacity stops it and leaves its permit usable
-    Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    Given the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
@@ -198,7 +201,8 @@ Feature: The enforcing dispatcher
     Then the cancellation came before the claim
     When dispatch "second" finishes
     Then the action is refused with status 409, code "cancelled" and category "cancelled"
-    When dispatch "first" finishes
+    When the suite releases the dispatch held at the external call
+    And dispatch "first" finishes
     Then the dispatch completed
     And the destination received exactly one message
     And the permit is not consumed
@@ -210,12 +214,13 @@ Feature: The enforcing dispatcher
   @req:agl.cancel.before-claim @profile:agl-core @fixture:agl-core @exclusive
   Scenario: Cancelling a dispatch inside its claim rolls the claim back and leaves the permit usable
     Given the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 1500 ms in the claim
+    And the host will hold the next dispatch in the claim until the suite releases it
     When the agent starts dispatching the approved send as "only"
     And the host has a dispatch paused in the claim
     And the agent cancels the operation of dispatch "only"
     Then the cancellation came before the claim
-    When dispatch "only" finishes
+    When the suite releases the dispatch held in the claim
+    And dispatch "only" finishes
     Then the action is refused with status 409, code "cancelled" and category "cancelled"
     And the destination received no message
     And the permit is not consumed
@@ -256,15 +261,16 @@ Feature: The enforcing dispatcher
   @req:agl.dispatch.admission-rechecks-authority @profile:agl-core @fixture:agl-core @exclusive
   Scenario: A permit that expires while its dispatch waits for capacity is refused at the re-check
     Given the suite moves the host's clock instead of waiting, where the host offers the clock seam
-    And the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
+    And the host admits 1 dispatch at a time and lets a dispatch wait 300000 ms for capacity
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "first"
     And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com" whose permit expires in 2 seconds
     And the agent starts dispatching the approved send as "second"
     And the host has a dispatch waiting for capacity
     And the permit has expired
+    And the suite releases the dispatch held at the external call
     And dispatch "second" finishes
     Then the action is refused at step 6 with code "permit_expired"
     And the refusal is not dressed as a network error and is not retryable
@@ -277,23 +283,28 @@ Feature: The enforcing dispatcher
   # work starts): a dispatch whose wait for a slot runs out is refused as
   # capacity unavailable (retryable: nothing was claimed), sends nothing,
   # and the host never runs more dispatches than the account admits. The
-  # slot is held by a send the destination holds without answering; the
-  # suite cancels it afterwards.
+  # slot is held by a dispatch the host holds before its external call until
+  # the suite releases it, after the second dispatch was answered: no
+  # deadline of the host's runs out while the scenario observes, and no
+  # step has to catch the second dispatch inside its 8 s wait. A host whose
+  # seam cannot hold pauses the first dispatch 12 s instead, past the wait
+  # and inside the handler's 30 s.
   @req:agl.dispatch.admission-wait-expires @profile:agl-core @fixture:agl-core
   Scenario: A dispatch whose wait for capacity runs out is refused and sends nothing
     Given the host admits 1 dispatch at a time and lets a dispatch wait 8000 ms for capacity
     And the AGL test seams are enabled
     And the host gives a handler 30000 ms to answer
     And the principal has an approved send of a draft to "bob@example.com"
-    And the destination will hang without taking effect on the next message
+    And the host will hold the next dispatch at the external call until the suite releases it, or pause 12000 ms where it cannot hold
     When the agent starts dispatching the approved send as "first"
-    And the first attempt has reached the destination
+    And the host has a dispatch paused at the external call
     And the principal has an approved send of a draft to "carol@example.com"
     And the agent starts dispatching the approved send as "second"
-    And the host has a dispatch waiting for capacity
     And dispatch "second" finishes
     Then the action is refused at step 6 with code "capacity_unavailable"
-    And the destination was sent only dispatch "first"'s message
     And the permit is not consumed
-    When the agent cancels the operation of dispatch "first"
-    Then the host soon holds no admission slot for the account
+    When the suite releases the dispatch held at the external call
+    And dispatch "first" finishes
+    Then the dispatch completed
+    And the destination was sent only dispatch "first"'s message
+    And the host soon holds no admission slot for the account

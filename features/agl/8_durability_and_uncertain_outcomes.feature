@@ -18,10 +18,11 @@ Feature: Durable operations and uncertain outcomes
     Then the operation is "Pending"
     When approval of the proposal is requested
     And the resolver grants the approval
-    And the host will pause for 2500 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     And the agent starts dispatching the approved send
     Then while the call is paused the operation is "Claimed", the permit is consumed and the draft is "Dispatching"
-    When the dispatch finishes
+    When the suite releases the dispatch held at the external call
+    And the dispatch finishes
     Then the operation is "Completed"
     And the operation keeps the id the proposal gave it, and the permit names it
 
@@ -343,7 +344,7 @@ Feature: Durable operations and uncertain outcomes
     And the hosts presume a silent host crashed after 400 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "interrupted"
     And the host has a dispatch paused at the external call
     And the operator registers the email contract again at version "2" allowing 3 attempts
@@ -359,7 +360,7 @@ Feature: Durable operations and uncertain outcomes
     And the hosts presume a silent host crashed after 400 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "interrupted"
     And the host has a dispatch paused at the external call
     And <while it is claimed>
@@ -402,7 +403,7 @@ Feature: Durable operations and uncertain outcomes
     And the host keeps its state where the suite can restart it
     And the hosts presume a silent host crashed after 400 ms
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "interrupted"
     And the host has a dispatch paused at the external call
     And the host crashes and is started again
@@ -499,7 +500,7 @@ Feature: Durable operations and uncertain outcomes
     And the hosts presume a silent host crashed after 400 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "interrupted"
     And the host has a dispatch paused at the external call
     And <revocation>

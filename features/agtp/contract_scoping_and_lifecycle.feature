@@ -113,7 +113,7 @@ Feature: Contract scoping and lifecycle
   Scenario Outline: A <ended> contract presented again is refused contract-revoked [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets contract_ttl_seconds = 2
+    And its [policies.rcns] sets contract_ttl_seconds = <ttl>
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
@@ -121,13 +121,19 @@ Feature: Contract scoping and lifecycle
     And "alice" sends BOOK /room/{room} presenting the contract
     Then the response status is 464 with reason contract-revoked
 
+    # A revoked contract lives an hour otherwise: it cannot expire first on
+    # a slow run and be refused for that instead.
+    @fixture:agtp-long-ttl
+    Examples:
+      | ended   | ending                                                       | ttl  | transport          |
+      | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | TLS 1.3            |
+      | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | plaintext loopback |
+
     @fixture:agtp-short-ttl
     Examples:
-      | ended   | ending                                                       | transport          |
-      | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | TLS 1.3            |
-      | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | plaintext loopback |
-      | expired | the contract's TTL has passed                                | TLS 1.3            |
-      | expired | the contract's TTL has passed                                | plaintext loopback |
+      | ended   | ending                                                       | ttl  | transport          |
+      | expired | the contract's TTL has passed                                | 2    | TLS 1.3            |
+      | expired | the contract's TTL has passed                                | 2    | plaintext loopback |
 
   @req:agtp.rcns.release.caller-suspend @profile:agtp-rcns
   Scenario Outline: The originator releases its contract with SUSPEND [<transport>]

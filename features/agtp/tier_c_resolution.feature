@@ -49,7 +49,7 @@ Feature: Tier C resolution
   Scenario Outline: A <ended> contract no longer resolves [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets contract_ttl_seconds = 2
+    And its [policies.rcns] sets contract_ttl_seconds = <ttl>
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And agent "ops" has trust tier 1 and is granted "inspect:all"
     And "alice" holds an active contract for BOOK /room/{room}
@@ -57,12 +57,18 @@ Feature: Tier C resolution
     And "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is not served under the contract
 
+    # A contract its holder or an operator ends lives an hour otherwise: it
+    # cannot expire first on a slow run.
+    @fixture:agtp-long-ttl
+    Examples:
+      | ended    | ending                                                       | ttl  | transport          |
+      | released | "alice" sends SUSPEND synthesis_id=the contract              | 3600 | TLS 1.3            |
+      | released | "alice" sends SUSPEND synthesis_id=the contract              | 3600 | plaintext loopback |
+      | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | TLS 1.3            |
+      | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | plaintext loopback |
+
     @fixture:agtp-short-ttl
     Examples:
-      | ended    | ending                                                       | transport          |
-      | released | "alice" sends SUSPEND synthesis_id=the contract              | TLS 1.3            |
-      | released | "alice" sends SUSPEND synthesis_id=the contract              | plaintext loopback |
-      | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | TLS 1.3            |
-      | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | plaintext loopback |
-      | expired  | the contract's TTL has passed                                | TLS 1.3            |
-      | expired  | the contract's TTL has passed                                | plaintext loopback |
+      | ended    | ending                                                       | ttl  | transport          |
+      | expired  | the contract's TTL has passed                                | 2    | TLS 1.3            |
+      | expired  | the contract's TTL has passed                                | 2    | plaintext loopback |

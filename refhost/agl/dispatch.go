@@ -335,6 +335,7 @@ func (h *Host) claim(f *flight, ev *evaluation, permit *permitRow, proposal *pro
 		if err := h.audit(tx, rec); err != nil {
 			return err
 		}
+		h.hold(ctx, boundaryClaim, ev.contract.QualifiedName)
 		if err := h.fire(ctx, boundaryClaim, ev.contract.QualifiedName); err != nil {
 			return err
 		}
@@ -401,6 +402,10 @@ func (h *Host) execute(ctx context.Context, ev *evaluation, op *operationRow, pe
 	attempt := 1
 	var res handlerResult
 	for {
+		// A hold armed by the seam stops the dispatch here, before the
+		// handler's deadline starts; a host stopped meanwhile sends nothing
+		// (invoke checks, as for a delay).
+		h.hold(ctx, boundaryExternalCall, op.QualifiedName)
 		hctx, cancel := context.WithTimeout(ctx, timeout)
 		res = h.invoke(hctx, ev.impl, dest, op.ID, op.QualifiedName, args, handlerContext{
 			ExecutionID: prop.ExecutionID, Principal: prop.Principal, AgentID: prop.AgentID, GrantID: ev.grant.ID,

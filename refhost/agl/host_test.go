@@ -2,6 +2,7 @@ package agl
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -437,4 +438,40 @@ func TestUnprotectedOperationNeedsNoPermit(t *testing.T) {
 	// Authority still applies: another account is outside the grant.
 	args["account"] = "acct-someone-else"
 	assert.Equal(t, "authority_missing", s.dispatch("ledger.note", args, "").code())
+}
+
+// TestHoldWaitsForRelease: a hold at the external call keeps the claimed
+// dispatch from sending until the suite releases it, however long that is;
+// the release answers how many holds it ended.
+func TestHoldWaitsForRelease(t *testing.T) {
+	th := newTestHost(t, nil)
+	c := th.c
+	registerAll(t, c)
+	s := newScenario(t, c, []string{sendOp})
+	_, handle := s.draft(t)
+	_, permit, _ := s.approve(t, sendOp, map[string]any{"draft": handle}, "operator")
+	require.Equal(t, 201, c.do("POST", SeamPrefix+"faults", "", map[string]any{"boundary": "external_call", "action": "hold", "operation": sendOp}).Status)
+	done := make(chan resp, 1)
+	go func() { done <- s.dispatch(sendOp, map[string]any{"draft": handle}, permit) }()
+	for {
+		r := c.do("GET", SeamPrefix+"faults", "", nil)
+		list, _ := r.Body["faults"].([]any)
+		if len(list) == 1 && fmt.Sprint(list[0].(map[string]any)["fired"]) == "1" {
+			break
+		}
+	}
+	assert.Equal(t, 0, th.email.Count(), "a held dispatch sent its message")
+	select {
+	case r := <-done:
+		t.Fatalf("the held dispatch answered before its release: %s", r.Raw)
+	default:
+	}
+	r := c.do("POST", SeamPrefix+"faults/release", "", map[string]any{"operation": sendOp, "boundary": "external_call"})
+	require.Equal(t, 200, r.Status, string(r.Raw))
+	assert.Equal(t, "1", fmt.Sprint(r.Body["released"]))
+	d := <-done
+	require.Equal(t, 200, d.Status, string(d.Raw))
+	assert.Equal(t, "Completed", d.str("state"))
+	assert.Equal(t, 1, th.email.Count())
+	assert.Equal(t, "0", fmt.Sprint(c.do("POST", SeamPrefix+"faults/release", "", map[string]any{"operation": sendOp}).Body["released"]), "a released hold was released again")
 }

@@ -22,7 +22,10 @@ var errInjected = errors.New("agl: injected fault")
 // claim transaction aborts; the external call loses its connection after
 // sending; the outcome transaction aborts), "exit" ends the host process at
 // the boundary, "halt" stops this host instance there as a crash would but
-// leaves the OS process running, "delay" sleeps there first.
+// leaves the OS process running, "delay" sleeps there first, "hold" waits
+// there until the suite releases it (POST faults/release), the request's
+// client gives up or the instance stops: a pause that lasts exactly as long
+// as the suite observes it, however slowly the machine runs.
 type fault struct {
 	Boundary  string `json:"boundary"`
 	Action    string `json:"action"`
@@ -31,6 +34,11 @@ type fault struct {
 	DelayMS   int    `json:"delay_ms,omitempty"`
 	ExitCode  int    `json:"exit_code,omitempty"`
 	Fired     int    `json:"fired"`
+	Released  bool   `json:"released,omitempty"`
+
+	// release is closed when the suite releases a "hold"; copies taken at
+	// the boundary share it.
+	release chan struct{}
 }
 
 type faults struct {
@@ -40,10 +48,15 @@ type faults struct {
 
 func newFaults() *faults { return &faults{} }
 
-func (f *faults) take(boundary, op string) *fault {
+// take consumes one firing of the first fault armed at boundary for op:
+// a hold when hold is set, any other action when it is not.
+func (f *faults) take(boundary, op string, hold bool) *fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, ft := range f.list {
+		if (ft.Action == "hold") != hold {
+			continue
+		}
 		if ft.Boundary == boundary && (ft.Operation == "" || ft.Operation == op) && (ft.Count == 0 || ft.Fired < ft.Count) {
 			ft.Fired++
 			c := *ft
@@ -56,7 +69,7 @@ func (f *faults) take(boundary, op string) *fault {
 // fire is called by production code at each boundary; with no fault armed
 // (always, unless an operator mounted the seams) it does nothing.
 func (h *Host) fire(ctx context.Context, boundary, op string) error {
-	ft := h.faults.take(boundary, op)
+	ft := h.faults.take(boundary, op, false)
 	if ft == nil {
 		return nil
 	}
@@ -89,6 +102,33 @@ func (h *Host) fire(ctx context.Context, boundary, op string) error {
 	}
 }
 
+// free releases a hold (the caller holds faults.mu).
+func (ft *fault) free() {
+	if !ft.Released && ft.release != nil {
+		ft.Released = true
+		close(ft.release)
+	}
+}
+
+// hold is called by production code where a dispatch may be held (inside
+// the claim transaction; after the claim, before the handler's deadline
+// starts): it returns at once unless a "hold" is armed there for op, and
+// otherwise when the suite releases it, ctx ends (the dispatch was
+// cancelled) or the instance stops. Time held is not the handler's: the
+// external call's hold comes before its deadline is set.
+func (h *Host) hold(ctx context.Context, boundary, op string) {
+	ft := h.faults.take(boundary, op, true)
+	if ft == nil {
+		return
+	}
+	h.log.Warn("agl: dispatch held by the seam", "boundary", boundary, "operation", op)
+	select {
+	case <-ft.release:
+	case <-ctx.Done():
+	case <-h.stop:
+	}
+}
+
 // Seams serves the test-only control endpoints under SeamPrefix. The caller
 // mounts it only when the operator enables seams.
 func (h *Host) Seams() http.Handler {
@@ -110,15 +150,15 @@ func (h *Host) Seams() http.Handler {
 			return
 		}
 		switch ft.Action {
-		case "fail", "exit", "halt", "delay":
+		case "fail", "exit", "halt", "delay", "hold":
 		default:
-			writeDenial(w, deny(422, "schema_error", "schema_error", 0, "action must be fail, exit, halt or delay"))
+			writeDenial(w, deny(422, "schema_error", "schema_error", 0, "action must be fail, exit, halt, delay or hold"))
 			return
 		}
 		if ft.Count == 0 {
 			ft.Count = 1
 		}
-		ft.Fired = 0
+		ft.Fired, ft.Released, ft.release = 0, false, make(chan struct{})
 		h.faults.mu.Lock()
 		h.faults.list = append(h.faults.list, &ft)
 		h.faults.mu.Unlock()
@@ -131,9 +171,39 @@ func (h *Host) Seams() http.Handler {
 	})
 	mux.HandleFunc("DELETE "+p+"/faults", func(w http.ResponseWriter, r *http.Request) {
 		h.faults.mu.Lock()
+		for _, ft := range h.faults.list {
+			ft.free()
+		}
 		h.faults.list = nil
 		h.faults.mu.Unlock()
 		w.WriteHeader(204)
+	})
+	// Release the holds armed for an operation (at one boundary, or at
+	// every one): a dispatch held there goes on, and one that reaches the
+	// boundary later passes it.
+	mux.HandleFunc("POST "+p+"/faults/release", func(w http.ResponseWriter, r *http.Request) {
+		var sel struct {
+			Boundary  string `json:"boundary"`
+			Operation string `json:"operation"`
+		}
+		if d := decode(r, &sel); d != nil {
+			writeDenial(w, d)
+			return
+		}
+		if sel.Operation == "" {
+			writeDenial(w, deny(422, "schema_error", "schema_error", 0, "operation is required"))
+			return
+		}
+		n := 0
+		h.faults.mu.Lock()
+		for _, ft := range h.faults.list {
+			if ft.Action == "hold" && ft.Operation == sel.Operation && (sel.Boundary == "" || ft.Boundary == sel.Boundary) && !ft.Released {
+				ft.free()
+				n++
+			}
+		}
+		h.faults.mu.Unlock()
+		writeJSON(w, 200, map[string]any{"released": n})
 	})
 	// Run the crash-recovery sweep now instead of on the next tick.
 	mux.HandleFunc("POST "+p+"/recover", func(w http.ResponseWriter, r *http.Request) {

@@ -812,9 +812,6 @@ func registerActions(c *steps.Catalog) {
 	c.When(`^the host will fail to persist the next (claim|outcome)$`, func(ctx context.Context, what string) error {
 		return st(ctx).seamFault(ctx, map[string]string{"claim": "claim", "outcome": "completion"}[what], "fail", nil)
 	})
-	c.When(`^the host will pause for (\d+) ms at the external call$`, func(ctx context.Context, ms int) error {
-		return st(ctx).seamFault(ctx, "external_call", "delay", map[string]any{"delay_ms": ms})
-	}).WaitsAsWritten(time.Millisecond)
 	c.When(`^the first host will crash at the (external call, before sending|completion, after the effect)$`, func(ctx context.Context, where string) error {
 		// The host that crashes is one of the scenario's own on the
 		// store it shares with the fixture's host: a host other scenarios

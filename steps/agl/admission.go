@@ -137,25 +137,39 @@ func (s *state) scopeID(name string) (string, error) {
 
 func registerAdmission(c *steps.Catalog) {
 	c.Given(`^the host admits (\d+) dispatch(?:es)? at a time and lets a dispatch wait (\d+) ms for capacity$`, func(ctx context.Context, n, ms int) error {
-		// An account that takes one dispatch at a time: the fixture's
-		// narrow roster, leased in place of the scenario's email account.
-		if n != 1 || ms != 8000 {
-			return steps.Fault("the narrow email accounts admit 1 dispatch at a time and let one wait 8000 ms; the scenario asks for %d and %d ms", n, ms)
+		// An account that takes one dispatch at a time, leased in place of
+		// the scenario's email account: the fixture's narrow roster (a wait
+		// that runs out within a scenario) or its patient one (a wait no
+		// scenario outlasts, for acting while a dispatch waits).
+		roster := map[int]string{8000: fixtures.AGLRosterEmailNarrow, 300000: fixtures.AGLRosterEmailPatient}[ms]
+		if n != 1 || roster == "" {
+			return steps.Fault("the narrow email accounts admit 1 dispatch at a time and let one wait 8000 ms, the patient ones 300000 ms; the scenario asks for %d and %d ms", n, ms)
 		}
 		s, w := st(ctx), steps.From(ctx)
 		if !s.described || s.ready {
 			return steps.Fault("an account's admission is chosen after the host is described and before the contracts are registered")
 		}
-		d, err := leaseDestination(w, fixtures.AGLRosterEmailNarrow)
+		d, err := leaseDestination(w, roster)
 		if err != nil {
 			return err
 		}
 		s.mail = d
 		return nil
 	})
-	c.When(`^the host will pause for (\d+) ms in the claim$`, func(ctx context.Context, ms int) error {
-		return st(ctx).seamFault(ctx, "claim", "delay", map[string]any{"delay_ms": ms})
-	}).WaitsAsWritten(time.Millisecond)
+	c.When(`^the host will hold the next dispatch (in the claim|at the external call) until the suite releases it(?:, or pause (\d+) ms where it cannot hold)?$`, func(ctx context.Context, where, fallback string) error {
+		ms := holdFallbackMS[holdBoundary[where]]
+		if fallback != "" {
+			n, err := strconv.Atoi(fallback)
+			if err != nil {
+				return steps.Fault("a pause of %q ms", fallback)
+			}
+			ms = n
+		}
+		return st(ctx).armHold(ctx, holdBoundary[where], ms)
+	})
+	c.When(`^the suite releases the dispatch held (in the claim|at the external call)$`, func(ctx context.Context, where string) error {
+		return st(ctx).releaseHold(ctx, holdBoundary[where])
+	})
 	c.When(`^the host will fail to persist the next (\d+) claims$`, func(ctx context.Context, n int) error {
 		return st(ctx).seamFault(ctx, "claim", "fail", map[string]any{"count": n})
 	})

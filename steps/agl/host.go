@@ -189,6 +189,9 @@ type state struct {
 	mail                         *destination // the email destination
 	ledger                       *destination // the webhook ("ledger") destination
 	mail2                        *destination // the second host's email destination, when it has its own
+	// delayed names the boundaries where the host paused for a fixed time
+	// because its fault seam has no "hold" (hold.go).
+	delayed map[string]bool
 
 	shared           bool
 	second           *target.Host

@@ -209,14 +209,23 @@ func registerHost(c *steps.Catalog) {
 			return w.Block(verdict.CauseTarget, "the target cannot read the host's log (use the refhost or exec target)")
 		}
 		w.Observe(nil)
-		found := false
-		for _, l := range lines {
-			if strings.Contains(l, value) && strings.Contains(strings.ToLower(l), "warn") {
-				found = true
-				break
+		warned := func(lines []string) bool {
+			for _, l := range lines {
+				if strings.Contains(l, value) && strings.Contains(strings.ToLower(l), "warn") {
+					return true
+				}
 			}
+			return false
 		}
-		return w.Assert(found, "no warning in the host's log names %q; the log has %d lines:\n%s", value, len(lines), strings.Join(tail(lines, 15), "\n"))
+		// The log reaches the target as it reads the host's output (a
+		// container's as the engine streams it), possibly after the host
+		// was seen ready: read it until the warning is there or the log
+		// stops growing. Each new line is progress (steps.Await).
+		_ = steps.Await(ctx, steps.Poll{What: "the startup warning", Every: 20 * time.Millisecond, Rounds: 250}, func() (bool, string, error) {
+			lines, _ = h.Logs()
+			return warned(lines), strconv.Itoa(len(lines)), nil
+		})
+		return w.Assert(warned(lines), "no warning in the host's log names %q; the log has %d lines:\n%s", value, len(lines), strings.Join(tail(lines, 15), "\n"))
 	})
 }
 

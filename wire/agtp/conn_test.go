@@ -13,8 +13,11 @@ import (
 	"io"
 	"math/big"
 	"net"
+	"os"
 	"strings"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -122,40 +125,101 @@ func TestServerRefusesTLS12(t *testing.T) {
 	}
 }
 
+// pipeListener hands the server one end of in-memory pipes that report
+// loopback addresses (the server serves plaintext only on loopback). Inside
+// a synctest bubble their deadlines run on the bubble's fake clock, so a
+// server's read timeout is checked to the instant it is due, however busy
+// the machine.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+var loopback = &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 9}
+
+type loopbackConn struct{ net.Conn }
+
+func (loopbackConn) LocalAddr() net.Addr  { return loopback }
+func (loopbackConn) RemoteAddr() net.Addr { return loopback }
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *pipeListener) Addr() net.Addr { return loopback }
+
+// dial opens a connection to the server and returns the client's end.
+func (l *pipeListener) dial(t *testing.T) net.Conn {
+	client, server := net.Pipe()
+	select {
+	case l.conns <- loopbackConn{server}:
+	case <-l.done:
+		t.Fatal("the listener closed")
+	}
+	return client
+}
+
+// servePipes runs a server on a pipe listener in the calling synctest
+// bubble; it is closed before the bubble ends.
+func servePipes(t *testing.T, opt ServerOptions) *pipeListener {
+	l := newPipeListener()
+	s := NewServer(echo{}, opt)
+	go s.Serve(l)
+	t.Cleanup(func() { s.Close() })
+	return l
+}
+
 func TestServerAnswersMalformedFrame(t *testing.T) {
-	l := listen(t)
-	serve(t, l, ServerOptions{})
-	conn, err := net.Dial("tcp", l.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(3 * time.Second))
-	io.WriteString(conn, "AGTP/1.0 BOOK /a\r\n"+strings.Repeat("X-A: 1\r\n", 100)+"\r\n")
-	br := bufio.NewReader(conn)
-	resp, err := ReadResponse(br, Limits{})
-	if err != nil || resp.Status != 431 || !strings.Contains(string(resp.Body), "too-many-headers") {
-		t.Fatalf("%+v %v", resp, err)
-	}
-	if _, err := br.ReadByte(); err != io.EOF {
-		t.Fatalf("connection left open after a bad frame: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		conn := servePipes(t, ServerOptions{}).dial(t)
+		defer conn.Close()
+		go io.WriteString(conn, "AGTP/1.0 BOOK /a\r\n"+strings.Repeat("X-A: 1\r\n", 100)+"\r\n")
+		br := bufio.NewReader(conn)
+		resp, err := ReadResponse(br, Limits{})
+		if err != nil || resp.Status != 431 || !strings.Contains(string(resp.Body), "too-many-headers") {
+			t.Fatalf("%+v %v", resp, err)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Fatalf("connection left open after a bad frame: %v", err)
+		}
+	})
 }
 
 func TestServerTimesOutSlowFrame(t *testing.T) {
-	l := listen(t)
-	serve(t, l, ServerOptions{ReadTimeout: 200 * time.Millisecond})
-	conn, _ := net.Dial("tcp", l.Addr().String())
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(3 * time.Second))
-	io.WriteString(conn, "AGTP/1.0 BOOK /a\r\nContent-Length: 10\r\n\r\nab")
-	resp, err := ReadResponse(bufio.NewReader(conn), Limits{})
-	if err != nil || resp.Status != 408 {
-		t.Fatalf("%+v %v", resp, err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 200 * time.Millisecond
+		conn := servePipes(t, ServerOptions{ReadTimeout: timeout}).dial(t)
+		defer conn.Close()
+		start := time.Now()
+		// Eight of the body's ten bytes never come.
+		if _, err := io.WriteString(conn, "AGTP/1.0 BOOK /a\r\nContent-Length: 10\r\n\r\nab"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := ReadResponse(bufio.NewReader(conn), Limits{})
+		if err != nil || resp.Status != 408 {
+			t.Fatalf("%+v %v", resp, err)
+		}
+		if d := time.Since(start); d != timeout {
+			t.Fatalf("the server answered 408 after %v of waiting for the frame, want its read timeout, %v", d, timeout)
+		}
+	})
 }
 
-// hostile runs a raw server that answers every connection with fn.
+// hostile runs a raw server that answers every connection with fn, once
+// it has read the request line. Peers that hold a connection (silent, slow)
+// hold it until the test ends: a client gets an answer from them only by
+// giving up on its own deadline.
 func hostile(t *testing.T, fn func(net.Conn)) string {
 	l := listen(t)
 	t.Cleanup(func() { l.Close() })
@@ -175,38 +239,65 @@ func hostile(t *testing.T, fn func(net.Conn)) string {
 	return l.Addr().String()
 }
 
+// until returns a channel closed when the test ends.
+func until(t *testing.T) <-chan struct{} {
+	end := make(chan struct{})
+	t.Cleanup(func() { close(end) })
+	return end
+}
+
 func TestClientAgainstHostilePeers(t *testing.T) {
-	cases := map[string]func(net.Conn){
-		"silent":        func(c net.Conn) { time.Sleep(2 * time.Second) },
-		"closes":        func(c net.Conn) {},
-		"garbage":       func(c net.Conn) { io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n") },
-		"endless line":  func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 "+strings.Repeat("x", 20000)) },
-		"short body":    func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\nContent-Length: 50\r\n\r\nab") },
-		"huge body":     func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\nContent-Length: 999999999\r\n\r\n") },
-		"header flood":  func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\n"+strings.Repeat("A: b\r\n", 1000)) },
-		"slow trickler": func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\n"); time.Sleep(2 * time.Second) },
+	type peer struct {
+		fn func(end <-chan struct{}) func(net.Conn)
+		// holds says the peer never finishes its answer: only the client's
+		// exchange deadline ends the exchange.
+		holds bool
 	}
-	for name, fn := range cases {
+	now := func(f func(net.Conn)) func(<-chan struct{}) func(net.Conn) {
+		return func(<-chan struct{}) func(net.Conn) { return f }
+	}
+	cases := map[string]peer{
+		"silent":       {fn: func(end <-chan struct{}) func(net.Conn) { return func(net.Conn) { <-end } }, holds: true},
+		"closes":       {fn: now(func(c net.Conn) {})},
+		"garbage":      {fn: now(func(c net.Conn) { io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n") })},
+		"endless line": {fn: now(func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 "+strings.Repeat("x", 20000)) })},
+		"short body":   {fn: now(func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\nContent-Length: 50\r\n\r\nab") })},
+		"huge body":    {fn: now(func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\nContent-Length: 999999999\r\n\r\n") })},
+		"header flood": {fn: now(func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\n"+strings.Repeat("A: b\r\n", 1000)) })},
+		"slow trickler": {fn: func(end <-chan struct{}) func(net.Conn) {
+			return func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\n"); <-end }
+		}, holds: true},
+	}
+	for name, p := range cases {
 		t.Run(name, func(t *testing.T) {
-			c, err := NewClient(hostile(t, fn), ClientOptions{Timeout: 300 * time.Millisecond})
+			t.Parallel()
+			c, err := NewClient(hostile(t, p.fn(until(t))), ClientOptions{Timeout: 300 * time.Millisecond})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer c.Close()
 			req, _ := NewRequest("QUERY", "/", nil)
-			start := time.Now()
-			if _, err := c.Do(context.Background(), req); err == nil {
+			_, err = c.Do(context.Background(), req)
+			if err == nil {
 				t.Fatal("no error")
 			}
-			if d := time.Since(start); d > time.Second {
-				t.Fatalf("took %v", d)
+			if p.holds && !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("a peer that never finishes its answer ended the exchange with %v, want the client's exchange deadline", err)
 			}
 		})
 	}
 }
 
 func TestClientReconnectsAfterServerClose(t *testing.T) {
-	addr := hostile(t, func(c net.Conn) { io.WriteString(c, "AGTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n") })
+	// The peer answers one request per connection and closes it; the
+	// client reads the close before its next exchange, so that exchange
+	// finds its pooled connection dead and must open another.
+	closed := make(chan struct{}, 3)
+	addr := hostile(t, func(c net.Conn) {
+		io.WriteString(c, "AGTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n")
+		c.Close()
+		closed <- struct{}{}
+	})
 	c, _ := NewClient(addr, ClientOptions{Timeout: time.Second})
 	defer c.Close()
 	for i := 0; i < 3; i++ {
@@ -214,18 +305,23 @@ func TestClientReconnectsAfterServerClose(t *testing.T) {
 		if resp, err := c.Do(context.Background(), req); err != nil || resp.Status != 200 {
 			t.Fatalf("exchange %d: %v", i, err)
 		}
-		time.Sleep(20 * time.Millisecond) // let the close arrive
+		<-closed
 	}
 }
 
 func TestClientContextCancel(t *testing.T) {
-	addr := hostile(t, func(c net.Conn) { time.Sleep(2 * time.Second) })
-	c, _ := NewClient(addr, ClientOptions{Timeout: 5 * time.Second})
+	// The peer holds the exchange; the caller cancels once the peer has
+	// the request, and the client gives up with the context's error.
+	arrived := make(chan struct{}, 1)
+	end := until(t)
+	addr := hostile(t, func(c net.Conn) { arrived <- struct{}{}; <-end })
+	c, _ := NewClient(addr, ClientOptions{})
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() { <-arrived; cancel() }()
 	req, _ := NewRequest("QUERY", "/", nil)
-	if _, err := c.Do(ctx, req); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.Do(ctx, req); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v", err)
 	}
 }
