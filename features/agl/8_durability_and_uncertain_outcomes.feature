@@ -528,7 +528,7 @@ Feature: Durable operations and uncertain outcomes
     And the hosts presume a silent host crashed after 400 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
-    And the host will pause for 5000 ms at the external call
+    And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "interrupted"
     And the host has a dispatch paused at the external call
     And <change>
