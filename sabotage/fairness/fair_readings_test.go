@@ -1,4 +1,4 @@
-package sabotage_test
+package fairness_test
 
 import (
 	"context"
