@@ -119,8 +119,9 @@ Feature: Bounded delegation
   @req:agl.authority.revocation-cascades @profile:agl-parley-binding
   Scenario: A revoked delegator stops its delegate, the refusal naming the revoked grant
     Given the principal has delegated its grant to a helper for the transfer operation only, expiring sooner
+    And the helper has an approved transfer of 200 to "DE89370400440532013000" under the delegated grant
     When the authorization service revokes the principal's grant
-    And the helper makes an approved transfer of 200 to "DE89370400440532013000" under the delegated grant
+    And the helper dispatches its approved transfer
     Then the action is refused with status 403, code "grant_revoked" and category "authorization_denied"
     And the refusal names the bound "revoked" of the principal's grant
     And the ledger received no transfer

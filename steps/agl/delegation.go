@@ -212,14 +212,40 @@ func registerDelegation(c *steps.Catalog) {
 		}
 		return nil
 	})
+	// The helper's transfer approved first and dispatched later, so that
+	// what changes in between (a revocation) is checked at the dispatch.
+	c.Given(`^the helper has an approved transfer of (\d+) to "([^"]*)" under the delegated grant$`, func(ctx context.Context, amount, to string) error {
+		s := st(ctx)
+		if s.helper == nil || s.helper.grantToken == "" {
+			return steps.Fault("no delegated grant")
+		}
+		body := helperTransfer(s, amount, to)
+		r, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
+		if err != nil {
+			return err
+		}
+		s.noteProposal(r, s.transferOp, body["arguments"])
+		if err := s.approveProposal(ctx); err != nil {
+			return err
+		}
+		body["permit_token"] = s.permitToken
+		s.helperDispatch = body
+		return nil
+	})
+	c.When(`^the helper dispatches its approved transfer$`, func(ctx context.Context) error {
+		s := st(ctx)
+		if s.helperDispatch == nil {
+			return steps.Fault("the helper has no approved transfer")
+		}
+		return s.dispatch(ctx, false, s.helperDispatch)
+	})
 	c.When(`^the helper makes an approved transfer of (\d+) to "([^"]*)" under the delegated grant$`, func(ctx context.Context, amount, to string) error {
 		s := st(ctx)
 		if s.helper == nil || s.helper.grantToken == "" {
 			return steps.Fault("no delegated grant")
 		}
-		args := map[string]any{"account": s.me.account, "recipient": to, "amount": json.Number(amount)}
-		body := map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
-			"operation": s.transferOp, "arguments": args, "grant_token": s.helper.grantToken}
+		body := helperTransfer(s, amount, to)
+		args := body["arguments"]
 		r, err := s.do(ctx, http.MethodPost, api+"/proposals", roleNone, body)
 		if err != nil {
 			return err
@@ -294,4 +320,12 @@ func usesOf(m map[string]any) int {
 		}
 	}
 	return -1
+}
+
+// helperTransfer is the body of the helper's proposal of a transfer from
+// the principal's account under the delegated grant.
+func helperTransfer(s *state, amount, to string) map[string]any {
+	args := map[string]any{"account": s.me.account, "recipient": to, "amount": json.Number(amount)}
+	return map[string]any{"execution_id": s.exec, "principal": s.helper.principal, "agent_id": s.helper.agent,
+		"operation": s.transferOp, "arguments": args, "grant_token": s.helper.grantToken}
 }

@@ -209,6 +209,9 @@ type state struct {
 	exec   string
 	me     actor
 	helper *actor
+	// helperDispatch is the dispatch body of the helper's approved action,
+	// when the scenario dispatches it in a later step.
+	helperDispatch map[string]any
 
 	draftID, latestHandle string
 	propHandle            string
