@@ -11,6 +11,7 @@
 package models
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -53,6 +54,36 @@ func Configure(s Settings) {
 	setMu.Lock()
 	defer setMu.Unlock()
 	set = s
+}
+
+type settingsKey struct{}
+
+// WithSettings returns ctx carrying s: a run given that context (runner.Run
+// passes it to every step) uses s, whatever Configure holds, so that runs in
+// one process, tests in parallel among them, keep settings of their own.
+// Fields s leaves zero fall back as in Current.
+func WithSettings(ctx context.Context, s Settings) context.Context {
+	return context.WithValue(ctx, settingsKey{}, s)
+}
+
+// CurrentIn returns the settings in force for a run given ctx: those ctx
+// carries (WithSettings), then Current's.
+func CurrentIn(ctx context.Context) (Settings, error) {
+	base, err := Current()
+	s, ok := ctx.Value(settingsKey{}).(Settings)
+	if !ok {
+		return base, err
+	}
+	if s.Seed == 0 && err == nil {
+		s.Seed = base.Seed
+	}
+	if s.Budget == 0 {
+		s.Budget = DefaultBudget
+		if err == nil {
+			s.Budget = base.Budget
+		}
+	}
+	return s, nil
 }
 
 // Current returns the settings in force: what Configure set, else the

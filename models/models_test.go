@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -45,5 +46,20 @@ func TestCurrentReadsTheEnvironment(t *testing.T) {
 	t.Setenv(EnvBudget, "0")
 	if _, err := Current(); err == nil {
 		t.Error("a budget of 0 was accepted")
+	}
+}
+
+// TestSettingsInAContextWinOverConfigure: two runs in one process, each
+// with its own settings, do not see each other's.
+func TestSettingsInAContextWinOverConfigure(t *testing.T) {
+	Configure(Settings{Seed: 7, Budget: 3})
+	defer Configure(Settings{})
+	s, err := CurrentIn(WithSettings(context.Background(), Settings{Seed: 11}))
+	if err != nil || s.Seed != 11 || s.Budget != 3 {
+		t.Fatalf("a context's seed with Configure's budget: got %+v, %v", s, err)
+	}
+	s, err = CurrentIn(context.Background())
+	if err != nil || s.Seed != 7 || s.Budget != 3 {
+		t.Fatalf("no settings in the context: got %+v, %v, want Configure's", s, err)
 	}
 }

@@ -89,11 +89,9 @@ func TestModelReplayReproducesTheMinimalSequence(t *testing.T) {
 		}
 	}
 	run := func(s models.Settings) *runner.Row {
-		models.Configure(s)
-		defer models.Configure(models.Settings{})
 		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 		defer tgt.Close()
-		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+		res, err := runner.Run(models.WithSettings(context.Background(), s), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -318,11 +316,9 @@ func TestContractsModelReplayReproducesTheMinimalSequence(t *testing.T) {
 	// One row: the seed a row prints is that row's.
 	const row = "@req:" + id + " && @fixture:agtp-model"
 	run := func(s models.Settings) *runner.Row {
-		models.Configure(s)
-		defer models.Configure(models.Settings{})
 		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 		defer tgt.Close()
-		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: row})
+		res, err := runner.Run(models.WithSettings(context.Background(), s), reg, corpus, runner.Options{Target: tgt, Tags: row})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -247,9 +247,9 @@ const MatrixModelSeed = 20261202
 
 func matrix(t *testing.T, family string, part, parts int, update bool) {
 	reg, corpus := Load(t)
+	ctx := context.Background()
 	if os.Getenv(models.EnvSeed) == "" {
-		models.Configure(models.Settings{Seed: MatrixModelSeed})
-		t.Cleanup(func() { models.Configure(models.Settings{}) })
+		ctx = models.WithSettings(ctx, models.Settings{Seed: MatrixModelSeed})
 	}
 	rules := sabotage.Rules()
 	if family != "" {
@@ -288,7 +288,7 @@ func matrix(t *testing.T, family string, part, parts int, update bool) {
 			defer func() { <-sem }()
 			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 			defer tgt.Close()
-			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + rule.ID})
+			res, err := runner.Run(ctx, reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + rule.ID})
 			results[i] = outcome{res, err}
 		}()
 	}

@@ -97,7 +97,7 @@ func runContractsModel(ctx context.Context) error {
 	if _, err := s.conn(ctx); err != nil {
 		return err
 	}
-	settings, err := models.Current()
+	settings, err := models.CurrentIn(ctx)
 	if err != nil {
 		return steps.Fault("%v", err)
 	}

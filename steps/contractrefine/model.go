@@ -92,7 +92,7 @@ func runDecisionsModel(ctx context.Context) error {
 	if _, err := w.Host(ctx); err != nil {
 		return err
 	}
-	settings, err := models.Current()
+	settings, err := models.CurrentIn(ctx)
 	if err != nil {
 		return steps.Fault("%v", err)
 	}

@@ -87,7 +87,7 @@ func runModel(ctx context.Context) error {
 	if !ok || f.Name != "openwop-model" {
 		return steps.Fault("the model sequences lease fresh tenants of the openwop-model fixture; tag the feature @fixture:openwop-model")
 	}
-	settings, err := models.Current()
+	settings, err := models.CurrentIn(ctx)
 	if err != nil {
 		return steps.Fault("%v", err)
 	}
