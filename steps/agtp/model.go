@@ -97,6 +97,16 @@ func runContractsModel(ctx context.Context) error {
 	if _, err := s.conn(ctx); err != nil {
 		return err
 	}
+	// Obtaining a contract, which every sequence needs, once on its own
+	// first: a host that cannot is blocked on that precondition (the
+	// requirement witnessing it fails in its own scenario) rather than
+	// failed here by a sequence that would only say the same again.
+	if _, err := s.lease(ctx, "model-probe", 1, []string{"rooms:*", "rcns:negotiate"}); err != nil {
+		return err
+	}
+	if _, err := obtain(ctx, "model-probe", "BOOK", "/room/room-"+hex12(), true); err != nil {
+		return err
+	}
 	settings, err := models.CurrentIn(ctx)
 	if err != nil {
 		return steps.Fault("%v", err)
