@@ -34,7 +34,7 @@ func TestRefhostPassesEveryRequirement(t *testing.T) {
 	t.Logf("seed %d (rerun in this order with PARLEY_SEED=%d go test ./runner; narrow with PARLEY_TAGS)", res.Seed, res.Seed)
 	for _, r := range res.Rows {
 		e, _ := reg.Lookup(r.ID)
-		if r.Result == verdict.Blocked && r.Cause == verdict.CauseTarget && lazyfs.Available() != nil && strings.HasSuffix(r.ID, ".power-cut") {
+		if r.Result == verdict.Blocked && r.Cause == verdict.CauseTarget && lazyfs.Available() != nil && strings.HasSuffix(r.ID, "power-cut") {
 			t.Logf("%s: blocked, FUSE is not usable on this machine: %s", r.ID, r.Detail)
 			continue
 		}

@@ -74,7 +74,14 @@ func TestTheContainerTargetCertifiesAsMuchAsExec(t *testing.T) {
 		if x.Result == verdict.ExecutedPass {
 			passed++
 		}
-		if got := inContainers[id]; got.Result != x.Result {
+		got := inContainers[id]
+		if got.Result == verdict.Blocked && got.Cause == verdict.CauseTarget && strings.HasSuffix(id, "power-cut") {
+			// The container target cannot cut the power under a host
+			// (docs/host-interface.md): such a row is blocked there,
+			// by design, whatever exec saw.
+			continue
+		}
+		if got.Result != x.Result {
 			t.Errorf("%s: %s in containers (%s), %s through exec", id, got.Result, got.Detail, x.Result)
 		}
 	}
