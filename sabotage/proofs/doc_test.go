@@ -1,8 +1,8 @@
-// Package proofs_test holds the sabotage proofs that run whole families
-// against one rule at a time: the model ids against the defects only an
-// order of operations shows, and the AGL runtime ids against every rule that
-// breaks them. They live apart from ./sabotage so that go test runs them in
-// parallel with it, and neither package nears go test's timeout.
+// Package proofs_test holds the model proofs: each model id against the
+// defects only an order of operations shows, which every hand-written
+// scenario passes. The per-id proofs are in sabotage/proofs/perid. Both live
+// apart from ./sabotage so that go test runs them in parallel processes,
+// none near go test's ten-minute package limit.
 package proofs_test
 
 import (

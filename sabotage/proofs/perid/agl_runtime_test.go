@@ -1,4 +1,4 @@
-package proofs_test
+package perid_test
 
 import "testing"
 
