@@ -37,10 +37,15 @@ const (
 const DefaultBudget = 24
 
 // Settings are a run's model settings: Seed 0 draws a fresh seed, Budget 0
-// is DefaultBudget.
+// is DefaultBudget, ShrinkTime 0 keeps each model's own bound.
 type Settings struct {
 	Seed   uint64
 	Budget int
+	// ShrinkTime, when set, replaces the model's bound on minimizing a
+	// failure (rapid bounds shrinking by time only): a test that compares
+	// two minimal sequences sets it far beyond what shrinking needs, so a
+	// loaded machine cannot cut one of them short.
+	ShrinkTime time.Duration
 }
 
 var (
@@ -183,6 +188,9 @@ func Check(o Options, prop func(*rapid.T)) (Result, error) {
 		steps = 12
 	}
 	shrink := o.ShrinkTime
+	if o.Settings.ShrinkTime > 0 {
+		shrink = o.Settings.ShrinkTime
+	}
 	if shrink <= 0 {
 		shrink = 20 * time.Second
 	}
