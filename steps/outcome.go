@@ -42,9 +42,15 @@ type Blocked struct {
 	// ReliesOn names, for CausePrecondition, the requirements whose own
 	// scenarios witness the setup that failed.
 	ReliesOn []string
+	// Err, when set, is the target's error the block came from, so that
+	// errors.Is tells which capability was missing.
+	Err error
 }
 
 func (b *Blocked) Error() string { return "blocked (" + b.Cause + "): " + b.Reason }
+
+// Unwrap returns the target's error the block came from, if any.
+func (b *Blocked) Unwrap() error { return b.Err }
 
 // Block returns a Blocked error with a cause from the closed list.
 func Block(cause verdict.Cause, format string, a ...any) error {

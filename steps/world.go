@@ -471,7 +471,7 @@ func (w *World) restarted(nh *target.Host, err error, how string) error {
 	var se *target.StartError
 	switch {
 	case errors.Is(err, target.ErrUnsatisfiable):
-		return Block(verdict.CauseTarget, "%v", err)
+		return &Blocked{Cause: verdict.CauseTarget, Reason: err.Error(), Err: err}
 	case errors.As(err, &se):
 		return Fail("the host did not start again when %s on its state: %s", how, se.Error())
 	case err != nil:
