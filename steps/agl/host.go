@@ -374,18 +374,8 @@ func (s *state) storeHost(ctx context.Context, label string, moved *destination,
 		return nil, steps.Fault("the first host has no AGL section or no state directory to share")
 	}
 	if moved != nil {
-		// The same account name at another URL.
-		email, _ := sec["email"].(map[string]any)
-		list, _ := email["accounts"].([]any)
-		found := false
-		for _, e := range list {
-			a, _ := e.(map[string]any)
-			if str(a, "account") == s.mail.account {
-				a["url"], found = moved.url, true
-			}
-		}
-		if !found {
-			return nil, steps.Fault("account %s is not in the fixture's configuration", s.mail.account)
+		if err := moveAccount(sec, s.mail.account, moved.url); err != nil {
+			return nil, err
 		}
 	}
 	if deployment != nil {
@@ -756,4 +746,19 @@ func (s *state) transferContract(ctx context.Context, name string, effects []str
 		c["destination_account"] = s.ledger.account
 	}
 	return c
+}
+
+// moveAccount points the email account named account, in a host
+// configuration's AGL section, at another destination URL (the same account
+// name, moved).
+func moveAccount(sec map[string]any, account, url string) error {
+	email, _ := sec["email"].(map[string]any)
+	list, _ := email["accounts"].([]any)
+	for _, e := range list {
+		if a, _ := e.(map[string]any); str(a, "account") == account {
+			a["url"] = url
+			return nil
+		}
+	}
+	return steps.Fault("account %s is not in the host's configuration", account)
 }

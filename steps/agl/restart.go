@@ -60,17 +60,8 @@ func (s *state) changedDeployment(cfg target.Config, moved *destination, deploym
 		return target.Config{}, steps.Fault("the host's configuration has no AGL section")
 	}
 	if moved != nil {
-		email, _ := sec["email"].(map[string]any)
-		list, _ := email["accounts"].([]any)
-		found := false
-		for _, e := range list {
-			a, _ := e.(map[string]any)
-			if str(a, "account") == s.mail.account {
-				a["url"], found = moved.url, true
-			}
-		}
-		if !found {
-			return target.Config{}, steps.Fault("account %s is not in the host's configuration", s.mail.account)
+		if err := moveAccount(sec, s.mail.account, moved.url); err != nil {
+			return target.Config{}, err
 		}
 	}
 	if deployment != nil {
