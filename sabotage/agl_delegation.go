@@ -180,24 +180,9 @@ var aglDelegationRules = []Rule{
 		ID:      "agl.delegation.same-dispatcher",
 		Variant: "unaudited",
 		Broken:  "does not audit the claims of dispatches under a delegated grant",
-		Response: aglWithLearning(func(x *Exchange, r *Response) {
-			if x.Method != http.MethodGet || x.Path != aglAPI+"/audit" || r.Status != http.StatusOK {
-				return
-			}
-			doc := aglDoc(r.Body)
-			list, _ := doc["records"].([]any)
-			kept := make([]any, 0, len(list))
-			for _, e := range list {
-				if m, _ := e.(map[string]any); aglStr(m, "event") == "claimed" && aglDelegatedGrant(aglStr(m, "grant_id"), false) {
-					continue
-				}
-				kept = append(kept, e)
-			}
-			if len(kept) != len(list) {
-				doc["records"] = kept
-				r.SetJSON(doc)
-			}
-		}),
+		Response: aglWithLearning(aglDropAudit(func(rec map[string]any) bool {
+			return aglStr(rec, "event") == "claimed" && aglDelegatedGrant(aglStr(rec, "grant_id"), false)
+		})),
 	},
 	{
 		ID:     "agl.delegation.budget-bounded-by-delegator",

@@ -95,26 +95,9 @@ var agl24Rules = []Rule{
 		Response: agl24Learn,
 	},
 	{
-		ID:     "agl.audit.retry-attempts",
-		Broken: "retries without an audit record of the extra attempt: the trail shows the claim and the outcome only",
-		Response: func(x *Exchange, r *Response) {
-			if x.Method != http.MethodGet || x.Path != aglAPI+"/audit" || r.Status != http.StatusOK {
-				return
-			}
-			doc := aglDoc(r.Body)
-			list, _ := doc["records"].([]any)
-			kept := make([]any, 0, len(list))
-			for _, e := range list {
-				if m, _ := e.(map[string]any); aglStr(m, "event") == "retry" {
-					continue
-				}
-				kept = append(kept, e)
-			}
-			if len(kept) != len(list) {
-				doc["records"] = kept
-				r.SetJSON(doc)
-			}
-		},
+		ID:       "agl.audit.retry-attempts",
+		Broken:   "retries without an audit record of the extra attempt: the trail shows the claim and the outcome only",
+		Response: aglDropAudit(func(rec map[string]any) bool { return aglStr(rec, "event") == "retry" }),
 	},
 	{
 		ID:      "agl.audit.retry-attempts",
@@ -140,3 +123,26 @@ var agl24Rules = []Rule{
 }
 
 func init() { aglRules = append(aglRules, agl24Rules...) }
+
+// aglDropAudit leaves out of GET /audit answers the records drop names, as
+// a host that never wrote them.
+func aglDropAudit(drop func(rec map[string]any) bool) func(x *Exchange, r *Response) {
+	return func(x *Exchange, r *Response) {
+		if x.Method != http.MethodGet || x.Path != aglAPI+"/audit" || r.Status != http.StatusOK {
+			return
+		}
+		doc := aglDoc(r.Body)
+		list, _ := doc["records"].([]any)
+		kept := make([]any, 0, len(list))
+		for _, e := range list {
+			if m, _ := e.(map[string]any); drop(m) {
+				continue
+			}
+			kept = append(kept, e)
+		}
+		if len(kept) != len(list) {
+			doc["records"] = kept
+			r.SetJSON(doc)
+		}
+	}
+}
