@@ -1,8 +1,9 @@
 // Package proofs_test holds the model proofs: each model id against the
 // defects only an order of operations shows, which every hand-written
-// scenario passes. The per-id proofs are in sabotage/proofs/perid. Both live
-// apart from ./sabotage so that go test runs them in parallel processes,
-// none near go test's ten-minute package limit.
+// scenario passes. They live apart from ./sabotage so that go test runs
+// them in a process of their own, beside the matrix shards. (Every rule is
+// held to failing its own id by the matrix, sabotage/shard/...; these
+// proofs add only what the matrix cannot see.)
 package proofs_test
 
 import (
