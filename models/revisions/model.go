@@ -86,8 +86,8 @@ func refused(o Output, codes ...string) bool {
 // Model is the resource's sequential specification, starting from an
 // approved send: revision 1, Authorized.
 var Model = porcupine.Model{
-	Init: func() any { return State{Revision: 1, State: "Authorized"} },
-	Step: func(s, in, out any) (bool, any) { return Step(s.(State), in.(Input), out.(Output)) },
+	Init:  func() any { return State{Revision: 1, State: "Authorized"} },
+	Step:  func(s, in, out any) (bool, any) { return Step(s.(State), in.(Input), out.(Output)) },
 	Equal: func(a, b any) bool { return a.(State) == b.(State) },
 	DescribeOperation: func(in, out any) string {
 		return Describe(in.(Input), out.(Output))
