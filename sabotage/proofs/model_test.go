@@ -203,6 +203,51 @@ func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 }
 
+// TestRevisionModelCatchesWhatHandWrittenScenariosMiss: against a host
+// whose edits check the expected revision before their transaction and
+// write without a compare-and-swap, every hand-written agl-core scenario
+// passes (none races two edits of one revision: the races are proposals
+// against proposals and a dispatch against an edit), and the revision
+// model's history is not linearizable (two edits expecting one revision
+// both answered with the next).
+func TestRevisionModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the agl-core scenarios against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "agl.model.revision-swaps"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#lost-edits" {
+			rule = r
+		}
+	}
+	if rule.ID == "" {
+		t.Fatalf("no rule %s#lost-edits", id)
+	}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agl-core && ~@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+		}
+	}
+	res, err = runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
+	} else {
+		t.Logf("%s", row.Detail)
+	}
+}
+
 // TestDecisionsModelCatchesWhatHandWrittenScenariosMiss: against a host
 // whose repair budgets reset when a session gets a pass, every hand-written
 // ContractRefine scenario passes (their repair ladders never meet a pass in
