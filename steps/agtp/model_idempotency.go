@@ -91,8 +91,12 @@ func idempotencyHistory(ctx context.Context, plan []idemSlot) error {
 		}
 		target := s.expand("/room/{" + sl.place + "}")
 		taskID := "task-" + sl.key + "-" + s.salt // a replay is the same request: same envelope, same task
-		body := requestBody(s.form, "BOOK", taskID, defaultParams(target, s.salt))
+		params := defaultParams(target, s.salt)
+		body := requestBody(s.form, "BOOK", taskID, params)
 		for range sl.copies {
+			if h := SendHook; h != nil {
+				h(Sent{Kind: "request", Method: "BOOK", Target: target, AgentID: a.id, Params: params, OnPurpose: s.purposes()})
+			}
 			req, err := wire.NewRequest("BOOK", target, body)
 			if err != nil {
 				return steps.Fault("cannot build the AGTP request BOOK %s: %v", target, err)
