@@ -154,4 +154,24 @@ func init() {
 		withID(releasedIDReissued(), id, "released-id-reissued",
 			"recycles contract ids: the first contract an agent obtains after a release is issued under the released synthesis_id"),
 	)
+	agtpRules = append(agtpRules, withID(cachePerConnection(), "agtp.model.idempotent-retries", "cache-per-connection",
+		"scopes its idempotency cache by connection as well as by (Agent-ID, Idempotency-Key): the same agent's key replayed on another connection is executed again under a new contract"))
+}
+
+// cachePerConnection is a host whose idempotency cache is keyed by the
+// connection too (a cache kept with the session, not with the agent): a
+// replay on the connection of the first request gets the cached response,
+// the same agent's same key on another connection is a new request. It is
+// emulated by adding the suite connection's name to the key on the way to
+// the host. Every hand-written scenario replays on its one connection, so
+// only requests of one key over several connections show it.
+func cachePerConnection() Rule {
+	return Rule{
+		AGTPRequest: func(x *AGTPExchange) *agtp.Response {
+			if k := x.Request.Header.Get("Idempotency-Key"); k != "" {
+				x.Request.Header.Set("Idempotency-Key", k+"-conn-"+x.Conn)
+			}
+			return nil
+		},
+	}
 }

@@ -96,7 +96,14 @@ func Describe(i Input, o Output) string {
 // check ran out of time, which says so). drawing renders the history, one
 // line per call in the order of calls, with its interval, for a report.
 func Check(history []porcupine.Operation, timeout time.Duration) (ok bool, verdict string, drawing string) {
-	res := porcupine.CheckOperationsTimeout(Model, history, timeout)
+	return CheckModel(Model, history, timeout)
+}
+
+// CheckModel is Check against another sequential model (another machine's
+// histories are judged and drawn the same way); the drawing describes each
+// call with the model's DescribeOperation.
+func CheckModel(m porcupine.Model, history []porcupine.Operation, timeout time.Duration) (ok bool, verdict string, drawing string) {
+	res := porcupine.CheckOperationsTimeout(m, history, timeout)
 	switch res {
 	case porcupine.Ok:
 		verdict = "linearizable"
@@ -105,12 +112,15 @@ func Check(history []porcupine.Operation, timeout time.Duration) (ok bool, verdi
 	default:
 		verdict = "undecided within " + timeout.String()
 	}
-	return res == porcupine.Ok, verdict, Draw(history)
+	return res == porcupine.Ok, verdict, DrawModel(m, history)
 }
 
 // Draw renders a history as a timeline: per call its client, interval (µs
 // from the first call) and answer, ordered by call time.
-func Draw(history []porcupine.Operation) string {
+func Draw(history []porcupine.Operation) string { return DrawModel(Model, history) }
+
+// DrawModel is Draw with the calls described by m's DescribeOperation.
+func DrawModel(m porcupine.Model, history []porcupine.Operation) string {
 	h := append([]porcupine.Operation(nil), history...)
 	sort.Slice(h, func(a, b int) bool { return h[a].Call < h[b].Call })
 	var t0 int64
@@ -119,7 +129,7 @@ func Draw(history []porcupine.Operation) string {
 	}
 	var b strings.Builder
 	for _, op := range h {
-		fmt.Fprintf(&b, "  client %d [%7dµs … %7dµs] %s\n", op.ClientId, (op.Call-t0)/1000, (op.Return-t0)/1000, Describe(op.Input.(Input), op.Output.(Output)))
+		fmt.Fprintf(&b, "  client %d [%7dµs … %7dµs] %s\n", op.ClientId, (op.Call-t0)/1000, (op.Return-t0)/1000, m.DescribeOperation(op.Input, op.Output))
 	}
 	return b.String()
 }

@@ -202,6 +202,51 @@ func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 }
 
+// TestRevisionModelCatchesWhatHandWrittenScenariosMiss: against a host
+// whose edits check the expected revision before their transaction and
+// write without a compare-and-swap, every hand-written agl-core scenario
+// passes (none races two edits of one revision: the races are proposals
+// against proposals and a dispatch against an edit), and the revision
+// model's history is not linearizable (two edits expecting one revision
+// both answered with the next).
+func TestRevisionModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the agl-core scenarios against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "agl.model.revision-swaps"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#lost-edits" {
+			rule = r
+		}
+	}
+	if rule.ID == "" {
+		t.Fatalf("no rule %s#lost-edits", id)
+	}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agl-core && ~@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+		}
+	}
+	res, err = runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
+	} else {
+		t.Logf("%s", row.Detail)
+	}
+}
+
 // TestDecisionsModelCatchesWhatHandWrittenScenariosMiss: against a host
 // whose repair budgets reset when a session gets a pass, every hand-written
 // ContractRefine scenario passes (their repair ladders never meet a pass in
@@ -237,8 +282,8 @@ func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 }
 
 // handWrittenAGTP are the hand-written AGTP RCNS scenarios: every one but
-// the contracts model's.
-const handWrittenAGTP = "@profile:agtp-rcns && ~@req:agtp.model.contracts"
+// the models'.
+const handWrittenAGTP = "@profile:agtp-rcns && ~@req:agtp.model.contracts && ~@req:agtp.model.idempotent-retries"
 
 // TestContractsModelCatchesWhatHandWrittenScenariosMiss runs the contracts
 // model's rules: against each, every hand-written agtp-rcns scenario passes
@@ -338,3 +383,49 @@ func matrixSeed() context.Context {
 // (The host-event model's shrinking waits for events that do not come, so
 // its replay proof keeps the model's own bound.)
 const unhurried = 5 * time.Minute
+
+// TestIdempotencyModelCatchesWhatHandWrittenScenariosMiss: against a host
+// whose idempotency cache is kept per connection, every hand-written
+// agtp-rcns scenario passes (each replays a key on its one connection),
+// and the idempotency model's history is not linearizable (the same key
+// on another connection executed again). PARLEY_MODEL_ONLY=1 runs only
+// the model half.
+func TestIdempotencyModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the agtp-rcns scenarios against a sabotaged host")
+	}
+	reg, corpus := load(t)
+	const id = "agtp.model.idempotent-retries"
+	var rule sabotage.Rule
+	for _, r := range sabotage.Rules() {
+		if r.Key() == id+"#cache-per-connection" {
+			rule = r
+		}
+	}
+	if rule.ID == "" {
+		t.Fatalf("no rule %s#cache-per-connection", id)
+	}
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
+		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenAGTP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range res.Rows {
+			if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+				t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+			}
+		}
+	}
+	res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
+	} else {
+		t.Logf("%s", row.Detail)
+	}
+}

@@ -45,12 +45,13 @@ func Register(c *steps.Catalog) {
 	registerActions(c)
 	registerChecks(c)
 	registerRuntime(c)
-	registerChecker(c)    // the workflow checker, checker.go
-	registerInterfaces(c) // receipts, repeats and contract interfaces, interface.go
-	registerModel(c)      // the permit model, model.go
-	registerEvidence(c)   // evidence obligations, evidence.go
-	registerDelegation(c) // bounded delegation, delegation.go
-	registerRestart(c)    // a restart under a changed deployment, restart.go
+	registerChecker(c)       // the workflow checker, checker.go
+	registerInterfaces(c)    // receipts, repeats and contract interfaces, interface.go
+	registerModel(c)         // the permit model, model.go
+	registerRevisionModel(c) // the revision model, model_revisions.go
+	registerEvidence(c)      // evidence obligations, evidence.go
+	registerDelegation(c)    // bounded delegation, delegation.go
+	registerRestart(c)       // a restart under a changed deployment, restart.go
 }
 
 // destination is a fake destination account the scenario leased from its
@@ -176,7 +177,7 @@ type state struct {
 	// (a dispatch started by name or in the background): waits for the
 	// host go on while there are some (steps.Await).
 	inflight atomic.Int32
-	// history is the calls of the permit model's clients (model.go).
+	// history is the calls of the permit or revision model's clients (model.go, model_revisions.go).
 	history []porcupine.Operation
 	keys    keys
 	// id makes the scenario's names its own on a host other scenarios

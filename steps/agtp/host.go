@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/google/uuid"
 
 	"github.com/parley-conformance/parley/fixtures"
@@ -48,6 +49,7 @@ func Register(c *steps.Catalog) {
 	registerPropose(c)
 	registerWitness(c)
 	registerModel(c)
+	registerIdempotencyModel(c) // model_idempotency.go
 }
 
 type agent struct {
@@ -70,13 +72,16 @@ func (a *agent) operator() bool {
 
 // state is one scenario's AGTP memory.
 type state struct {
-	salt      string
-	transport string
-	fx        *fixtureView      // the fixture the scenario runs on, once read
-	knobs     map[string]any    // the fixture's [policies.rcns] knobs
-	agents    map[string]*agent // by the name the scenario gives them
-	places    map[string]string // {room}, {room2}, {slot} -> this scenario's value
-	recipes   map[string]string // a recipe the scenario leased: its name in the scenario -> its name on the host
+	// idemHistory is the idempotency model's recorded requests
+	// (model_idempotency.go).
+	idemHistory []porcupine.Operation
+	salt        string
+	transport   string
+	fx          *fixtureView      // the fixture the scenario runs on, once read
+	knobs       map[string]any    // the fixture's [policies.rcns] knobs
+	agents      map[string]*agent // by the name the scenario gives them
+	places      map[string]string // {room}, {room2}, {slot} -> this scenario's value
+	recipes     map[string]string // a recipe the scenario leased: its name in the scenario -> its name on the host
 
 	client *wire.Client
 	form   string // the request body form the host declared (target.BodyForm*)
@@ -556,6 +561,27 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 		return s.client, nil
 	}
 	w := steps.From(ctx)
+	c, err := s.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// A restarted host listens elsewhere; the next exchange dials it anew
+	// (and, the connection being the AGTP session, in a new session).
+	w.OnRestart(func(*target.Host) {
+		if s.client == c {
+			_ = c.Close()
+			s.client = nil
+		}
+	})
+	s.client = c
+	return c, nil
+}
+
+// dial opens a new connection to the host over the scenario's transport,
+// closed when the scenario ends: conn keeps one for the scenario, and the
+// idempotency model opens one per request.
+func (s *state) dial(ctx context.Context) (*wire.Client, error) {
+	w := steps.From(ctx)
 	if s.transport == "" {
 		return nil, steps.Fault("no step said which transport reaches the AGTP server")
 	}
@@ -601,14 +627,5 @@ func (s *state) conn(ctx context.Context) (*wire.Client, error) {
 		return nil, steps.Fail("the host's AGTP address %q cannot be dialled: %v", addr, err)
 	}
 	w.Cleanup(func() { _ = c.Close() })
-	// A restarted host listens elsewhere; the next exchange dials it anew
-	// (and, the connection being the AGTP session, in a new session).
-	w.OnRestart(func(*target.Host) {
-		if s.client == c {
-			_ = c.Close()
-			s.client = nil
-		}
-	})
-	s.client = c
 	return c, nil
 }
