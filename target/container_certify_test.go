@@ -82,7 +82,7 @@ func TestTheContainerTargetCertifiesAsMuchAsExec(t *testing.T) {
 			continue
 		}
 		if got.Result != x.Result {
-			t.Errorf("%s: %s in containers (%s), %s through exec", id, got.Result, got.Detail, x.Result)
+			t.Errorf("%s: %s in containers (%s), %s through exec (%s)", id, got.Result, got.Detail, x.Result, x.Detail)
 		}
 	}
 	if passed == 0 {
