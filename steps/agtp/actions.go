@@ -504,7 +504,6 @@ func obtain(ctx context.Context, agentName, method, target string, aside bool) (
 	ok, why := servedUnder(r2, sid)
 	if err := s.liveOrBlocked(sid, w.Assert(ok, "%q re-issued %s %s presenting its previewed contract %s and was not served under it (%s): %s", agentName, method, target, sid, why, r2)); err != nil {
 		return "", steps.Precondition(preAccepted, err) // a block passes through
-
 	}
 	return sid, nil
 }
