@@ -664,8 +664,8 @@ var agtpRCNSRules = []Rule{
 	},
 	{
 		ID:     "agtp.rcns.release.ttl",
-		Broken: "the configured contract_ttl_seconds is ignored (contracts live an hour)",
-		Config: overrideKnob("contract_ttl_seconds", 3600),
+		Broken: "the configured contract_ttl_seconds is ignored (contracts live a day)",
+		Config: overrideKnob("contract_ttl_seconds", 86400),
 	},
 	// Stale contract sweep.
 	{

@@ -129,6 +129,15 @@ Feature: Contract scoping and lifecycle
       | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | TLS 1.3            |
       | revoked | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | plaintext loopback |
 
+    # An expired contract: the host's clock is moved past its hour (clock
+    # seam, host-wide, so these rows take their host alone), or, on a host
+    # without the seam, a 2 s TTL is waited out in real time.
+    @fixture:agtp-ttl-clock @exclusive
+    Examples:
+      | ended   | ending                                                       | ttl  | transport          |
+      | expired | the contract's TTL has passed                                | 3600 | TLS 1.3            |
+      | expired | the contract's TTL has passed                                | 3600 | plaintext loopback |
+
     @fixture:agtp-short-ttl
     Examples:
       | ended   | ending                                                       | ttl  | transport          |
@@ -248,11 +257,14 @@ Feature: Contract scoping and lifecycle
       | TLS 1.3            |
       | plaintext loopback |
 
+  # The host's expiry pass decides (the clock seam's advance runs it, or
+  # the host's own pass in real time); the request path's own check is
+  # agtp.rcns.contract.expiry-decided-on-request below.
   @req:agtp.rcns.release.ttl @profile:agtp-rcns
   Scenario Outline: A contract stops serving when its TTL has passed [<transport>]
     Given an AGTP server reached over <transport>
     And its [policies.rcns] sets enabled = true
-    And its [policies.rcns] sets contract_ttl_seconds = 2
+    And its [policies.rcns] sets contract_ttl_seconds = <ttl>
     And agent "alice" has trust tier 1 and is granted "rooms:*, rcns:negotiate"
     And "alice" holds an active contract for BOOK /room/{room}
     When "alice" sends BOOK /room/{room} presenting the contract
@@ -263,11 +275,20 @@ Feature: Contract scoping and lifecycle
     When "alice" sends BOOK /room/{room} without Allow-RCNS
     Then the response is not served under the contract
 
+    # Contracts live an hour; the host's clock is moved past it (clock
+    # seam, host-wide, so these rows take their host alone).
+    @fixture:agtp-ttl-clock @exclusive
+    Examples:
+      | ttl  | transport          |
+      | 3600 | TLS 1.3            |
+      | 3600 | plaintext loopback |
+
+    # For a host without the clock seam: 2 s waited out in real time.
     @fixture:agtp-short-ttl
     Examples:
-      | transport          |
-      | TLS 1.3            |
-      | plaintext loopback |
+      | ttl | transport          |
+      | 2   | TLS 1.3            |
+      | 2   | plaintext loopback |
 
   # The request path decides: the host's clock passes the contract's
   # expires_at (as its 461 or 263 named it) through the clock seam, which

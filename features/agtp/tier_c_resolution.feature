@@ -67,6 +67,15 @@ Feature: Tier C resolution
       | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | TLS 1.3            |
       | revoked  | "ops" sends REVOKE target=contract synthesis_id=the contract | 3600 | plaintext loopback |
 
+    # An expired contract: the host's clock is moved past its hour (clock
+    # seam, host-wide, so these rows take their host alone), or, on a host
+    # without the seam, a 2 s TTL is waited out in real time.
+    @fixture:agtp-ttl-clock @exclusive
+    Examples:
+      | ended    | ending                                                       | ttl  | transport          |
+      | expired  | the contract's TTL has passed                                | 3600 | TLS 1.3            |
+      | expired  | the contract's TTL has passed                                | 3600 | plaintext loopback |
+
     @fixture:agtp-short-ttl
     Examples:
       | ended    | ending                                                       | ttl  | transport          |

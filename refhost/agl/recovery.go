@@ -13,6 +13,12 @@ func (h *Host) heartbeat() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(h.cfg.BusyTimeoutMS)*time.Millisecond+5*time.Second)
 	defer cancel()
 	now := h.nowMS()
+	// A halted instance is dead: a tick that fired before the halt must not
+	// write a heartbeat after it (read after now, so the last heartbeat
+	// written is never later than the halt).
+	if h.halted.Load() {
+		return nil
+	}
 	return h.st.tx(ctx, func(tx *sql.Tx) error {
 		_, err := tx.Exec(`INSERT INTO instances(id,heartbeat_at,started_at) VALUES(?,?,?)
 			ON CONFLICT(id) DO UPDATE SET heartbeat_at=excluded.heartbeat_at`, h.instance, now, now)

@@ -1,6 +1,7 @@
 package agl
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/parley-conformance/parley/peers/fakemail"
 	"github.com/parley-conformance/parley/steps"
+	"github.com/parley-conformance/parley/verdict"
 )
 
 // networkStatuses are what a client library takes for a transient network
@@ -676,23 +678,8 @@ func registerChecks(c *steps.Catalog) {
 		if err := s.operationNeeded(ctx); err != nil {
 			return err
 		}
-		// 80 reads 100 ms apart in which the record did not change (8 s
-		// idle, more when each read is slow on a busy machine).
-		var m map[string]any
-		var readErr error
-		_ = steps.Await(ctx, steps.Poll{What: "the operation did not reach " + state, Every: 100 * time.Millisecond, Rounds: 80}, func() (bool, string, error) {
-			var err error
-			_, m, err = s.call2(ctx, api+"/operations/"+s.opID)
-			if err != nil {
-				readErr = err
-				return false, "", err
-			}
-			return str(m, "state") == state, str(m, "state"), nil
-		})
-		if readErr != nil {
-			return readErr
-		}
-		if err := w.Assert(str(m, "state") == state, "after the crash, and for 80 reads in which its state did not change, the second host reports the operation %q, want %q", str(m, "state"), state); err != nil {
+		m, err := s.awaitRecovered(ctx, state)
+		if err != nil {
 			return err
 		}
 		return w.Assert(m["awaiting_reconciliation"] == true, "the Unknown operation does not await reconciliation: %v", m)
@@ -1006,4 +993,77 @@ func (s *state) call2(ctx context.Context, path string) (*steps.Response, map[st
 	}
 	m, err := r.JSON()
 	return r, m, err
+}
+
+// aglStoreLease is how long the hosts of fixture agl-store presume a silent
+// host crashed (claim_lease_ms; the scenario's Given step checks it).
+const aglStoreLease = 400 * time.Millisecond
+
+// awaitRecovered reads the operation at the second host until its recovery
+// has run on the crashed claim, with no wall-clock bound a busy machine can
+// break. It first waits for the crashed host to stop answering (the halt
+// has happened then, and with it the host's last heartbeat), then lets the
+// lease lapse in real time (a lower bound: load only makes it longer), then
+// asks the second host for a recovery sweep (POST recover). A sweep that
+// ran (200) after the lease lapsed must have turned the claim Unknown, so
+// the operation is read once more and judged. A host without the recover
+// seam is read until its own sweep changes the record; if 80 reads see no
+// change the scenario is blocked, not failed: without the seam parley
+// cannot tell a slow sweep from none.
+func (s *state) awaitRecovered(ctx context.Context, want string) (map[string]any, error) {
+	w := steps.From(ctx)
+	read := func() (map[string]any, error) {
+		_, m, err := s.call2(ctx, api+"/operations/"+s.opID)
+		return m, err
+	}
+	m, err := read()
+	if err != nil || str(m, "state") == want {
+		return m, err
+	}
+	if s.crasher == nil {
+		return nil, steps.Fault("no host of the scenario's own was crashed")
+	}
+	// The crashed host stops answering once it has halted.
+	dead := steps.Await(ctx, steps.Poll{What: "the first host stopped answering", Every: 50 * time.Millisecond, Rounds: 200}, func() (bool, string, error) {
+		r, err := w.Exchange(ctx, s.crasher.HTTP, http.MethodGet, seamPath+"/instance", nil, nil)
+		return err != nil || noBindingAnswer(r), "", nil
+	})
+	if dead != nil {
+		return nil, steps.Block(verdict.CauseTarget, "the first host still answers after its dispatch went unanswered: the crash its fault seam was told to cause did not happen while parley watched (%v)", dead)
+	}
+	select {
+	case <-time.After(aglStoreLease + 100*time.Millisecond):
+	case <-ctx.Done():
+		return nil, steps.Fault("the run was interrupted while the crashed host's lease lapsed: %v", ctx.Err())
+	}
+	r, present, err := w.OptionalSeam(ctx, http.MethodPost, seamPath+"/recover", []byte("{}"), http.Header{"Content-Type": {"application/json"}})
+	if err != nil {
+		return nil, err
+	}
+	if present {
+		if err := w.Assert(r.Status == http.StatusOK, "the second host's recovery seam did not run a sweep: %s", r); err != nil {
+			return nil, err
+		}
+		if m, err = read(); err != nil {
+			return nil, err
+		}
+		return m, w.Assert(str(m, "state") == want, "the crashed host has been silent for longer than its %s lease and the second host has run a recovery sweep (POST %s/recover answered %s), yet it reports the operation %q, want %q",
+			aglStoreLease, seamPath, bytes.TrimSpace(r.Body), str(m, "state"), want)
+	}
+	var readErr error
+	late := steps.Await(ctx, steps.Poll{What: "the operation did not reach " + want, Every: 100 * time.Millisecond, Rounds: 80}, func() (bool, string, error) {
+		var err error
+		if m, err = read(); err != nil {
+			readErr = err
+			return false, "", err
+		}
+		return str(m, "state") == want, str(m, "state"), nil
+	})
+	if readErr != nil {
+		return nil, readErr
+	}
+	if late != nil && str(m, "state") == "Claimed" {
+		return nil, steps.Block(verdict.CauseSeamAbsent, "the second host has no recovery seam POST %s/recover (docs/agl-binding.md) and its own sweep had not touched the crashed claim after 80 reads; without the seam a slow sweep cannot be told from none", seamPath)
+	}
+	return m, w.Assert(str(m, "state") == want, "after the crash the second host reports the operation %q, want %q", str(m, "state"), want)
 }

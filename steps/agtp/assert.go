@@ -504,7 +504,7 @@ func registerAssertions(c *steps.Catalog) {
 			return err
 		}
 		ok, why := servedUnder(r, sid)
-		return w.Assert(ok, "expected a success served under %s (%s): %s", sid, why, r)
+		return s.liveOrBlocked(sid, w.Assert(ok, "expected a success served under %s (%s): %s", sid, why, r))
 	})
 	c.Then(`^the response is not served under `+contractRefs+`$`, func(ctx context.Context, ref string) error {
 		w, s, r, err := last(ctx)

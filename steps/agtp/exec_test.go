@@ -112,6 +112,8 @@ func TestAHostWithoutThePlaintextListener(t *testing.T) {
 		case s.Result == verdict.ExecutedPass:
 			tlsPassed++
 		case s.Result == verdict.Blocked && s.Cause == verdict.CauseSeamAbsent:
+		case s.Result == verdict.Inapplicable && strings.Contains(s.Detail, "clock seam"):
+			// A clock-seam variant of a TTL witness; its real-time rows run.
 		default:
 			t.Errorf("%s:%d %s over TLS: %s (%s: %s)", s.URI, s.Line, s.Name, s.Result, s.Cause, s.Detail)
 		}

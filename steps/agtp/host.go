@@ -96,6 +96,8 @@ type state struct {
 	mine        map[string]bool // every synthesis_id issued to one of the scenario's agents
 
 	issued        map[string]time.Time // synthesis_id -> when the suite first saw it issued
+	issuedFloor   map[string]time.Time // synthesis_id -> when the suite sent the request that issued it
+	lastSent      time.Time            // when send began the scenario's latest request
 	expiresAt     map[string]string    // synthesis_id -> the expires_at its 461 or 263 named
 	proposal      string               // the last proposal_id a 261 named
 	lastAttempt   string               // the RCNS-Attempt-Id last inspected
@@ -128,7 +130,7 @@ func st(ctx context.Context) *state {
 	return steps.From(ctx).State(family, func() any {
 		salt := strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
 		s := &state{salt: salt, knobs: map[string]any{}, agents: map[string]*agent{},
-			named: map[string]string{}, issued: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
+			named: map[string]string{}, issued: map[string]time.Time{}, issuedFloor: map[string]time.Time{}, previewHash: map[string]string{}, attempts: map[string]bool{},
 			firstByKey: map[string]*steps.Response{}, places: map[string]string{}, gateEvals: map[string]int{}, onPurpose: map[string]bool{},
 			mine: map[string]bool{}, recipes: map[string]string{}, expiresAt: map[string]string{}}
 		for _, p := range []string{"room", "room2", "slot", "suite", "desk", "hall"} {
