@@ -2,9 +2,11 @@ package fairness_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parley-conformance/parley/runner"
@@ -50,30 +52,55 @@ func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 			only[n] = true
 		}
 	}
-	run := func(t *testing.T, rule sabotage.Rule, tags string) *runner.Result {
-		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
-		defer tgt.Close()
-		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
 	readings := sabotage.FaithfulReadings()
 	if len(readings) == 0 {
 		t.Fatal("no faithful readings")
 	}
-	for _, rd := range readings {
+	// Every reading's runs (its spec profiles, and its binding ids) are
+	// made at once before any is judged: each mostly waits on hosts (a
+	// binding id that fails under a reading fails by a bounded wait for
+	// what never comes), and go test's -parallel would let only two
+	// overlap.
+	type job struct {
+		spec, binding       *runner.Result
+		specErr, bindingErr error
+	}
+	jobs := make([]job, len(readings))
+	var runs []func()
+	for i, rd := range readings {
+		if len(only) > 0 && !only[rd.Name] {
+			continue
+		}
+		var tags []string
+		for _, p := range specProfiles(reg, rd.Family) {
+			tags = append(tags, "@profile:"+p)
+		}
+		var btags []string
+		for _, id := range rd.Binding {
+			btags = append(btags, "@req:"+id)
+		}
+		runs = append(runs, func() {
+			res, err := runUnder(reg, corpus, rd.Rule, strings.Join(tags, ","))
+			jobs[i].spec, jobs[i].specErr = res, err
+		})
+		if len(btags) > 0 {
+			runs = append(runs, func() {
+				res, err := runUnder(reg, corpus, rd.Rule, strings.Join(btags, ","))
+				jobs[i].binding, jobs[i].bindingErr = res, err
+			})
+		}
+	}
+	concurrently(runs)
+	for i, rd := range readings {
 		if len(only) > 0 && !only[rd.Name] {
 			continue
 		}
 		t.Run(rd.Name, func(t *testing.T) {
-			profiles := specProfiles(reg, rd.Family)
-			var tags []string
-			for _, p := range profiles {
-				tags = append(tags, "@profile:"+p)
+			if err := errors.Join(jobs[i].specErr, jobs[i].bindingErr); err != nil {
+				t.Fatal(err)
 			}
-			res := run(t, rd.Rule, strings.Join(tags, ","))
+			profiles := specProfiles(reg, rd.Family)
+			res := jobs[i].spec
 			inSpec := map[string]bool{}
 			for _, p := range profiles {
 				inSpec[p] = true
@@ -100,16 +127,13 @@ func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 				}
 				return
 			}
-			var btags []string
 			for _, id := range rd.Binding {
 				e, ok := reg.Lookup(id)
 				if !ok || e.Basis != scenarios.BasisBinding {
 					t.Fatalf("%s is named as the reading's binding id, but the registry has it %v (basis %q)", id, ok, e.Basis)
 				}
-				btags = append(btags, "@req:"+id)
 			}
-			bres := run(t, rd.Rule, strings.Join(btags, ","))
-			for _, r := range bres.Rows {
+			for _, r := range jobs[i].binding.Rows {
 				for _, id := range rd.Binding {
 					if r.ID == id && r.Result != verdict.ExecutedFail {
 						t.Errorf("binding id %s is %s under the reading, want executed-fail: the reading did not take effect", id, r.Result)
@@ -118,6 +142,31 @@ func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runUnder runs the scenarios tags selects against a reference host that
+// rule changes.
+func runUnder(reg *scenarios.Registry, corpus *scenarios.Corpus, rule sabotage.Rule, tags string) (*runner.Result, error) {
+	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+	defer tgt.Close()
+	return runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags})
+}
+
+// concurrently makes the runs at once, a few at a time (each starts its own
+// hosts), and returns when all have ended.
+func concurrently(runs []func()) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 6)
+	for _, run := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			run()
+		}()
+	}
+	wg.Wait()
 }
 
 func firstLine(s string) string { return strings.SplitN(s, "\n", 2)[0] }
