@@ -163,6 +163,8 @@ func Run(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus,
 	}
 
 	corpus, err = longestWaitsFirst(corpus, Catalog(), func(s scenarios.Scenario) bool {
+		return filter.Match(s.Tags)
+	}, func(s scenarios.Scenario) bool {
 		return filter.Match(s.Tags) && (profiles == nil || profiles[s.Profile])
 	})
 	if err != nil {

@@ -22,11 +22,16 @@ const turnCost = 500 * time.Millisecond
 // seconds after everything else; started first, its waiting overlaps the
 // rest. A file of scenarios that take turns on a host of their fixture
 // (exclusive ones, and those that restart it) counts as long as its turns
-// add up. Only the selected scenarios count.
-func longestWaitsFirst(corpus *scenarios.Corpus, cat *steps.Catalog, selected func(scenarios.Scenario) bool) (*scenarios.Corpus, error) {
+// add up. Only the selected scenarios count; only the files holding a
+// scenario matched (by the tags, whatever the profiles) are kept.
+func longestWaitsFirst(corpus *scenarios.Corpus, cat *steps.Catalog, matched, selected func(scenarios.Scenario) bool) (*scenarios.Corpus, error) {
 	longest := map[string]time.Duration{}
 	turns := map[string]time.Duration{}
+	inFile := map[string]bool{}
 	for _, s := range corpus.Scenarios {
+		if matched(s) {
+			inFile[s.URI] = true
+		}
 		if !selected(s) {
 			continue
 		}
@@ -47,9 +52,13 @@ func longestWaitsFirst(corpus *scenarios.Corpus, cat *steps.Catalog, selected fu
 	for uri, d := range turns {
 		longest[uri] = max(longest[uri], d)
 	}
-	names := make([]string, len(corpus.Files))
-	for i, f := range corpus.Files {
-		names[i] = f.Name
+	// Only files holding a scenario the tags match go on (those a profile
+	// leaves out too: their requirements are reported as not run).
+	var names []string
+	for _, f := range corpus.Files {
+		if inFile[f.Name] {
+			names = append(names, f.Name)
+		}
 	}
 	slices.SortStableFunc(names, func(a, b string) int {
 		return cmp.Compare(longest[b], longest[a])

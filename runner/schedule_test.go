@@ -18,7 +18,7 @@ func TestLongestWaitsRunFirst(t *testing.T) {
 	}
 	cat := Catalog()
 	all := func(scenarios.Scenario) bool { return true }
-	got, err := longestWaitsFirst(corpus, cat, all)
+	got, err := longestWaitsFirst(corpus, cat, all, all)
 	if err != nil {
 		t.Fatal(err)
 	}
