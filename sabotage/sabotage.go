@@ -123,10 +123,27 @@ type Target struct {
 	upstream map[string]string
 }
 
+// askedCache holds, by configuration digest, the sections a scenario asked
+// for, which the proxies and rules only read: decoding them again on every
+// lease was a sixth of a matrix run's work. Shared by every Target (the
+// fixtures are a few dozen configurations).
+var askedCache sync.Map
+
 func (t *Target) Kind() string                    { return t.Inner.Kind() }
 func (t *Target) Subject() target.Subject         { return t.Inner.Subject() }
 func (t *Target) Configurations() []target.Config { return t.Inner.Configurations() }
 
+// askedFor is the configuration cfg asks for, by family, to be read only.
+func askedFor(cfg target.Config) map[string]map[string]any {
+	d := cfg.Digest()
+	if m, ok := askedCache.Load(d); ok {
+		return m.(map[string]map[string]any)
+	}
+	m, _ := askedCache.LoadOrStore(d, sections(cfg))
+	return m.(map[string]map[string]any)
+}
+
+// sections decodes cfg's family sections afresh (the caller may change them).
 func sections(cfg target.Config) map[string]map[string]any {
 	out := map[string]map[string]any{}
 	for _, f := range cfg.Families() {
@@ -256,7 +273,7 @@ func (t *Target) wrap(cfg target.Config, h *target.Host) (*target.Host, error) {
 	}
 	t.upstream[cfg.Key()] = h.HTTP
 	t.mu.Unlock()
-	asked := sections(cfg)
+	asked := askedFor(cfg)
 	h = target.WithConfig(h, cfg)
 	var logs func() []string
 	if t.Rule.Logs != nil {
