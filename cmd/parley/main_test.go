@@ -427,3 +427,18 @@ func TestReportsAgreeWithTheVerdictsAndNothingStaleRemains(t *testing.T) {
 		}
 	}
 }
+
+// TestAProfileThatLeavesOutEveryTaggedScenarioSaysSo: tags that choose only
+// scenarios the profiles leave out run nothing; the run says nothing was
+// witnessed (exit 3) and still writes every report, cucumber.json an empty
+// list, rather than failing on a report godog never wrote.
+func TestAProfileThatLeavesOutEveryTaggedScenarioSaysSo(t *testing.T) {
+	out := t.TempDir()
+	if code := execute([]string{"run", "--quiet", "--out", out, "--tags", "@req:agl.delegation.attenuates", "--profile", "agl-core"}); code != exitIncomplete {
+		t.Fatalf("exit %d, want %d", code, exitIncomplete)
+	}
+	raw, err := os.ReadFile(filepath.Join(out, "cucumber.json"))
+	if err != nil || strings.TrimSpace(string(raw)) != "[]" {
+		t.Fatalf("cucumber.json is %q (%v), want an empty list", raw, err)
+	}
+}
