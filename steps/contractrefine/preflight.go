@@ -32,6 +32,7 @@ type state struct {
 	unknownID string            // a preflight id no host has issued
 	calls     int               // tool calls made
 	tool      toolCall          // the last tool call
+	toolCalls []toolCall        // every tool call, in the order made
 	posts     []*steps.Response // every POST /v1/preflight exchange, in order
 	undecided *steps.Response   // the first of them that brought no decision
 	restarts  int               // how many times the host was restarted

@@ -215,6 +215,12 @@ func registerWAL(c *steps.Catalog) {
 					pre = i
 				}
 			case "autonomy.decision":
+				// The call's own frames, by the agent the scenario leased:
+				// where a host reuses an audit_id the query lists other
+				// calls' frames too, and their order is not this join's.
+				if got, _ := f.attr("actor_agent_id"); got != s.agent {
+					continue
+				}
 				if firstDecision < 0 {
 					firstDecision = i
 				}

@@ -18,5 +18,7 @@ func TestEachIdTheFairnessAuditTouchedStillFails(t *testing.T) {
 		"agtp.rcns.gate.attempt-id-on-464", "agtp.inventory.inspect-rcns-attempt",
 		"openwop.requirement.0242.requested.outbound", "openwop.requirement.0242.requested.outbound.mcp",
 		"agl.contract.interface-compatibility", "agl.contract.interface-binding-changes",
+		"contractrefine.tool.advisory-continues-to-policy", "contractrefine.preflight.mode.empty-defaults-advisory",
+		"contractrefine.preflight.mode.well-formed-preserved", "contractrefine.preflight.wal.audit-join-chronological",
 	})
 }
