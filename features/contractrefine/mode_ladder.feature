@@ -27,9 +27,8 @@ Feature: ContractRefine mode ladder
   Scenario: An explicit disabled is kept as configured
     Given a ContractRefine host whose runtime.contract_refine.mode is "disabled"
     When the agent requests a preflight for a plan that satisfies every contract
-    Then the response status is 503
-    When the agent calls tool "tool.echo" bound to an unknown preflight id
-    Then the response status is 200
+    And the agent retrieves an unknown preflight id
+    Then the endpoints show the "disabled" mode: at least one answers 503
 
   @req:contractrefine.preflight.mode.well-formed-preserved @profile:contractrefine-preflight
   Scenario Outline: An explicit advisory or enforce is kept as configured
