@@ -694,8 +694,10 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.tool.advisory-binding-failure-deny-frame",
 		Broken: "in advisory mode a failed binding leaves no deny frame",
+		// Only the frames of calls that named a preflight: a call missing a
+		// required preflight is another id's.
 		Response: frames(func(kind string, a map[string]any) []map[string]any {
-			if kind == "autonomy.decision" && a["outcome"] == "deny" {
+			if kind == "autonomy.decision" && a["outcome"] == "deny" && a["preflight_id"] != nil {
 				return nil
 			}
 			return []map[string]any{a}
@@ -704,8 +706,10 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.tool.advisory-required-preflight-deny-frame",
 		Broken: "in advisory mode a call missing a preflight its policy bundle requires leaves no deny frame",
+		// Only the binding-stage frames of calls that named no preflight: a
+		// failed binding is another id's.
 		Response: frames(func(kind string, a map[string]any) []map[string]any {
-			if kind == "autonomy.decision" && a["outcome"] == "deny" {
+			if kind == "autonomy.decision" && a["outcome"] == "deny" && a["preflight_id"] == nil && a["stage"] == "binding" {
 				return nil
 			}
 			return []map[string]any{a}
@@ -774,9 +778,10 @@ var contractRefineRules = []Rule{
 	},
 	{
 		ID:     "contractrefine.tool.enforce-policy-requires-preflight",
-		Broken: "ignores the policy bundle's requires_preflight",
+		Broken: "in enforce mode ignores the policy bundle's requires_preflight",
+		// Enforce only: what advisory does with the bundle is other ids'.
 		Config: func(c map[string]map[string]any) {
-			if s := c[cr]; s != nil {
+			if s := c[cr]; s != nil && s["mode"] == "enforce" {
 				delete(s, "policy")
 			}
 		},
