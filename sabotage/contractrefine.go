@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -488,9 +489,12 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.preflight.post.audit-id-uuidv4",
 		Broken: "reuses one audit_id for every decision",
-		Response: decision(false, func(d map[string]any) {
-			d["audit_id"] = "3f1c2a9e-8b7d-4c6e-9a5f-0d1e2f3a4b5c"
-		}),
+		// The one id stands for every audit_id the host gives a decision,
+		// wherever it shows one (answers, GET, WAL frames, the tool's
+		// answers and frames that share it) and in the seam's audit_id
+		// filter, so the host stays consistent: only the reuse is wrong.
+		Intercept: reusedAudit.intercept,
+		Response:  reusedAudit.response,
 	},
 	{
 		ID:     "contractrefine.preflight.post.reason-shape",
@@ -690,8 +694,10 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.tool.advisory-binding-failure-deny-frame",
 		Broken: "in advisory mode a failed binding leaves no deny frame",
+		// Only the frames of calls that named a preflight: a call missing a
+		// required preflight is another id's.
 		Response: frames(func(kind string, a map[string]any) []map[string]any {
-			if kind == "autonomy.decision" && a["outcome"] == "deny" {
+			if kind == "autonomy.decision" && a["outcome"] == "deny" && a["preflight_id"] != nil {
 				return nil
 			}
 			return []map[string]any{a}
@@ -700,8 +706,10 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.tool.advisory-required-preflight-deny-frame",
 		Broken: "in advisory mode a call missing a preflight its policy bundle requires leaves no deny frame",
+		// Only the binding-stage frames of calls that named no preflight: a
+		// failed binding is another id's.
 		Response: frames(func(kind string, a map[string]any) []map[string]any {
-			if kind == "autonomy.decision" && a["outcome"] == "deny" {
+			if kind == "autonomy.decision" && a["outcome"] == "deny" && a["preflight_id"] == nil && a["stage"] == "binding" {
 				return nil
 			}
 			return []map[string]any{a}
@@ -710,12 +718,19 @@ var contractRefineRules = []Rule{
 	{
 		ID:     "contractrefine.tool.advisory-continues-to-policy",
 		Broken: "in advisory mode a failed binding answers 403, as enforce does",
-		Intercept: func(x *Exchange) *Response {
+		// The host still records the failure (its deny frame) and a good
+		// binding is answered as ever: only the answer to a failed one is
+		// the refusal. Which bindings fail is read from the decisions the
+		// host answered (an unknown id, a decision other than a pass, a
+		// kind the pass does not bind).
+		Response: func(x *Exchange, r *Response) {
+			bindings.learn(x, r)
 			m := mode(x)
-			if isTool(x) && (m == "advisory" || m == "") && x.Header.Get("X-Autonomy-Preflight-Id") != "" {
-				return &Response{Status: http.StatusForbidden, Header: http.Header{}, Body: []byte(`{"outcome":"deny","reason":"contract: binding_not_found"}`)}
+			id := x.Header.Get("X-Autonomy-Preflight-Id")
+			if isTool(x) && (m == "advisory" || m == "") && id != "" && r.Status == http.StatusOK && !bindings.binds(id, toolKind(x)) {
+				r.Status = http.StatusForbidden
+				r.SetJSON(map[string]any{"outcome": "deny", "reason": "contract: binding_not_found"})
 			}
-			return nil
 		},
 	},
 	{
@@ -763,9 +778,10 @@ var contractRefineRules = []Rule{
 	},
 	{
 		ID:     "contractrefine.tool.enforce-policy-requires-preflight",
-		Broken: "ignores the policy bundle's requires_preflight",
+		Broken: "in enforce mode ignores the policy bundle's requires_preflight",
+		// Enforce only: what advisory does with the bundle is other ids'.
 		Config: func(c map[string]map[string]any) {
-			if s := c[cr]; s != nil {
+			if s := c[cr]; s != nil && s["mode"] == "enforce" {
 				delete(s, "policy")
 			}
 		},
@@ -774,14 +790,16 @@ var contractRefineRules = []Rule{
 		ID:      "contractrefine.tool.advisory-continues-to-policy",
 		Variant: "required",
 		Broken:  "in advisory mode a call without the preflight its policy bundle requires answers 403, as enforce does",
-		Intercept: func(x *Exchange) *Response {
+		// The host still records the call as it would; only the answer is
+		// the refusal.
+		Response: func(x *Exchange, r *Response) {
 			m := mode(x)
 			pol, _ := x.Section(cr)["policy"].(map[string]any)
 			req, _ := pol["requires_preflight"].([]any)
-			if isTool(x) && (m == "advisory" || m == "") && x.Header.Get("X-Autonomy-Preflight-Id") == "" && slices.Contains(req, any(toolKind(x))) {
-				return &Response{Status: http.StatusForbidden, Header: http.Header{}, Body: []byte(`{"outcome":"deny","reason":"contract: preflight_required"}`)}
+			if isTool(x) && (m == "advisory" || m == "") && x.Header.Get("X-Autonomy-Preflight-Id") == "" && slices.Contains(req, any(toolKind(x))) && r.Status == http.StatusOK {
+				r.Status = http.StatusForbidden
+				r.SetJSON(map[string]any{"outcome": "deny", "reason": "contract: preflight_required"})
 			}
-			return nil
 		},
 	},
 	{
@@ -1047,6 +1065,17 @@ func (s *idSwap) intercept(x *Exchange) *Response {
 	if !changed {
 		return nil
 	}
+	r := forward(x, path, query, header, body)
+	if r != nil {
+		r.Body = s.toFake(x, r.Status, r.Body)
+	}
+	return r
+}
+
+// forward sends the exchange's request to the host with path, query,
+// header and body in place of its own, and returns the host's answer
+// (nil when the request cannot be built).
+func forward(x *Exchange, path, query string, header http.Header, body string) *Response {
 	u := x.Upstream + path
 	if query != "" {
 		u += "?" + query
@@ -1066,5 +1095,92 @@ func (s *idSwap) intercept(x *Exchange) *Response {
 	_, _ = buf.ReadFrom(resp.Body)
 	h := resp.Header.Clone()
 	h.Del("Content-Length")
-	return &Response{Status: resp.StatusCode, Header: h, Body: s.toFake(x, resp.StatusCode, buf.Bytes())}
+	return &Response{Status: resp.StatusCode, Header: h, Body: buf.Bytes()}
+}
+
+// reusedAudit is the audit-id rule's host: every audit_id it gives a
+// decision reads as the one id reusedAuditID.
+var reusedAudit = &auditReuse{real: map[string]bool{}}
+
+const reusedAuditID = "3f1c2a9e-8b7d-4c6e-9a5f-0d1e2f3a4b5c"
+
+type auditReuse struct {
+	mu   sync.Mutex
+	real map[string]bool // the audit ids the host gave its decisions
+}
+
+// response learns the audit_id of a decision POST answered and shows every
+// learnt id as the reused one.
+func (a *auditReuse) response(x *Exchange, r *Response) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if isPreflightPost(x) && r.Status == http.StatusOK {
+		if d := r.JSON(); d != nil {
+			if id, _ := d["audit_id"].(string); id != "" {
+				a.real[id] = true
+			}
+		}
+	}
+	for id := range a.real {
+		r.Body = bytes.ReplaceAll(r.Body, []byte(id), []byte(reusedAuditID))
+	}
+}
+
+// intercept reads the WAL for the reused id as a host that stored it
+// would: the seam is asked without the audit_id filter, and the frames
+// whose audit_id reads as the reused one are what it answers (the suite
+// filters what the seam returns itself).
+func (a *auditReuse) intercept(x *Exchange) *Response {
+	if !isWALSeam(x) || x.Query.Get("attr.audit_id") != reusedAuditID {
+		return nil
+	}
+	q := url.Values{}
+	for k, v := range x.Query {
+		if k != "attr.audit_id" {
+			q[k] = v
+		}
+	}
+	r := forward(x, x.Path, q.Encode(), x.Header.Clone(), string(x.Body))
+	if r != nil {
+		a.response(x, r)
+	}
+	return r
+}
+
+// bindings are the decisions the host answered, for the advisory rule to
+// tell a failed binding from a good one as the host would.
+var bindings = &decisionBook{m: map[string]booked{}}
+
+type booked struct {
+	pass  bool
+	kinds []any
+}
+
+type decisionBook struct {
+	mu sync.Mutex
+	m  map[string]booked
+}
+
+func (b *decisionBook) learn(x *Exchange, r *Response) {
+	if !isPreflightPost(x) || r.Status != http.StatusOK {
+		return
+	}
+	d := r.JSON()
+	id, _ := d["preflight_id"].(string)
+	if id == "" {
+		return
+	}
+	kinds, _ := eligibility(d)["bound_tool_kinds"].([]any)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.m[id] = booked{pass: d["outcome"] == "pass", kinds: kinds}
+}
+
+// binds reports whether the answered decision id binds a call of kind
+// (expiry aside: a binding that expired is answered as the host answers).
+func (b *decisionBook) binds(id, kind string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.m[id]
+	return ok && d.pass && slices.Contains(d.kinds, any(kind))
 }

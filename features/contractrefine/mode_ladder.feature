@@ -11,35 +11,44 @@ Feature: ContractRefine mode ladder
     Then the response status is 200
     And the response field "outcome" is "pass"
 
+  # Advisory and enforce differ on /v1/tool only: enforce refuses a failed
+  # binding and a call missing a preflight its bundle requires, advisory
+  # neither. Either refusal missing marks advisory; each refusal alone is
+  # another id's rule, so one broken advisory behaviour is not a wrong mode.
   @req:contractrefine.preflight.mode.empty-defaults-advisory @profile:contractrefine-preflight @fixture:contractrefine-default
-  Scenario: An unset mode lets a call with a failed binding continue to policy
-    Given a ContractRefine host whose runtime.contract_refine.mode is unset
+  Scenario: An unset mode lets through a call enforce would refuse
+    Given a ContractRefine host whose runtime.contract_refine.mode is unset and whose policy bundle requires preflight for "tool.echo"
     When the agent requests a preflight whose plan step kind differs from the capability
     And the agent calls tool "tool.echo" bound to that preflight
-    Then the response status is 200
+    And the agent calls tool "tool.echo" without a preflight id
+    Then the calls show the "advisory" mode: at least one is let through
+
+  @req:contractrefine.preflight.mode.well-formed-preserved @profile:contractrefine-preflight @fixture:contractrefine-disabled
+  Scenario: An explicit disabled is kept as configured
+    Given a ContractRefine host whose runtime.contract_refine.mode is "disabled"
+    When the agent requests a preflight for a plan that satisfies every contract
+    And the agent retrieves an unknown preflight id
+    Then the endpoints show the "disabled" mode: at least one answers 503
 
   @req:contractrefine.preflight.mode.well-formed-preserved @profile:contractrefine-preflight
-  Scenario Outline: A well-formed mode is kept as configured
-    Given a ContractRefine host whose runtime.contract_refine.mode is "<mode>"
+  Scenario Outline: An explicit advisory or enforce is kept as configured
+    Given a ContractRefine host in "<mode>" mode whose policy bundle requires preflight for "tool.deliver"
+    And its tool.deliver delivers to a destination the suite runs
     When the agent requests a preflight for a plan that satisfies every contract
-    Then the response status is <preflight status>
-    When the agent calls tool "tool.echo" bound to an unknown preflight id
-    Then the response status is <tool status>
-
-    @fixture:contractrefine-disabled
-    Examples:
-      | mode     | preflight status | tool status |
-      | disabled | 503              | 200         |
+    Then the response status is 200
+    When the agent calls tool "tool.deliver" bound to an unknown preflight id
+    And the agent calls tool "tool.deliver" without a preflight id
+    Then the calls show the "<mode>" mode: <mark>
 
     @fixture:contractrefine-advisory
     Examples:
-      | mode     | preflight status | tool status |
-      | advisory | 200              | 200         |
+      | mode     | mark                        |
+      | advisory | at least one is let through |
 
     @fixture:contractrefine-enforce
     Examples:
-      | mode     | preflight status | tool status |
-      | enforce  | 200              | 403         |
+      | mode     | mark                        |
+      | enforce  | at least one is refused     |
 
   @req:contractrefine.preflight.mode.typo-falls-back-to-disabled @profile:contractrefine-preflight
   Scenario Outline: A misspelt mode resolves to disabled

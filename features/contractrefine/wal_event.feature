@@ -27,7 +27,7 @@ Feature: The autonomy.preflight WAL frame
     When the agent requests a preflight for a plan that satisfies every contract
     Then the WAL holds exactly one autonomy.preflight frame for that preflight
     When a client posts <body> to /v1/preflight
-    Then the response status is 400
+    Then the host refuses that request with a client error
     And the WAL holds no autonomy.preflight frame of that refused request
 
     Examples:

@@ -129,6 +129,13 @@ func registerHost(c *steps.Catalog) {
 			return m["lock_fingerprint"] == live && at(m, "verifier.lock_fingerprint") == built
 		}))
 	})
+	c.Given(`^a ContractRefine host whose runtime\.contract_refine\.mode is unset and whose policy bundle requires preflight for "([^"]*)"$`, func(ctx context.Context, kind string) error {
+		return provides(ctx, "whose mode is unset and whose bundle requires preflight for "+kind, func(m map[string]any) bool {
+			_, set := m["mode"]
+			l, _ := at(m, "policy.requires_preflight").([]any)
+			return !set && slices.Contains(l, any(kind))
+		})
+	})
 	c.Given(`^a ContractRefine host in "([^"]*)" mode whose policy bundle requires preflight for "([^"]*)"$`, func(ctx context.Context, mode, kind string) error {
 		return provides(ctx, "in "+mode+" mode whose bundle requires preflight for "+kind, both(modeIs(mode), func(m map[string]any) bool {
 			l, _ := at(m, "policy.requires_preflight").([]any)

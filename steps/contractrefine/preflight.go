@@ -32,6 +32,7 @@ type state struct {
 	unknownID string            // a preflight id no host has issued
 	calls     int               // tool calls made
 	tool      toolCall          // the last tool call
+	toolCalls []toolCall        // every tool call, in the order made
 	posts     []*steps.Response // every POST /v1/preflight exchange, in order
 	undecided *steps.Response   // the first of them that brought no decision
 	restarts  int               // how many times the host was restarted
@@ -550,6 +551,22 @@ func registerPreflight(c *steps.Catalog) {
 	c.When(`^the agent retrieves an unknown preflight id$`, func(ctx context.Context) error {
 		_, err := steps.From(ctx).Do(ctx, http.MethodGet, "/v1/preflight/"+uuid.NewString(), nil, nil)
 		return err
+	})
+	// Disabled differs from advisory and enforce on both endpoints: each
+	// answers 503 (contractrefine-preflight.txt, "Mode ladder"). Either 503
+	// marks disabled; the status of each endpoint is its own id's
+	// (contractrefine.preflight.post.disabled-503, ...get.disabled-503).
+	c.Then(`^the endpoints show the "disabled" mode: at least one answers 503$`, func(ctx context.Context) error {
+		w, s := steps.From(ctx), st(ctx)
+		get, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		if s.lastPost == nil || get == s.lastPost {
+			return steps.Fault("the scenario tells disabled by a POST and then a GET, and made %v", s.lastPost)
+		}
+		return w.Assert(s.lastPost.Status == http.StatusServiceUnavailable || get.Status == http.StatusServiceUnavailable,
+			"neither endpoint answered 503, as in a mode other than disabled: POST %d, GET %d", s.lastPost.Status, get.Status)
 	})
 	c.Then(`^the response is the decision that POST returned, verbatim$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)

@@ -70,6 +70,7 @@ func callTool(ctx context.Context, kind, preflightID string) error {
 	}
 	call.resp = r
 	s.tool = call
+	s.toolCalls = append(s.toolCalls, call)
 	return nil
 }
 
@@ -124,6 +125,34 @@ func registerTool(c *steps.Catalog) {
 	})
 	c.When(`^the agent calls tool "([^"]*)" without a preflight id$`, func(ctx context.Context, kind string) error {
 		return callTool(ctx, kind, "")
+	})
+	// The mode a host resolved, seen where advisory and enforce differ on
+	// /v1/tool: enforce refuses both a failed binding and a call missing a
+	// preflight its bundle requires, advisory refuses neither (contractrefine-
+	// preflight.txt, "Mode ladder"). A host showing either mark is in that
+	// mode; the other call is another id's rule (advisory-continues-to-policy,
+	// enforce-mismatch-denied, enforce-policy-requires-preflight), so one
+	// broken behaviour of a mode does not read as another mode.
+	c.Then(`^the calls show the "(advisory|enforce)" mode: (?:at least one is let through|at least one is refused)$`, func(ctx context.Context, mode string) error {
+		w, s := steps.From(ctx), st(ctx)
+		if len(s.toolCalls) < 2 {
+			return steps.Fault("the scenario tells advisory from enforce by two calls enforce refuses, and made %d", len(s.toolCalls))
+		}
+		var through, refused int
+		var seen []string
+		for _, c := range s.toolCalls {
+			seen = append(seen, fmt.Sprintf("%s: %d", c.kind, c.resp.Status))
+			switch {
+			case c.resp.Status == http.StatusOK:
+				through++
+			case c.resp.Status == http.StatusForbidden:
+				refused++
+			}
+		}
+		if mode == "advisory" {
+			return w.Assert(through > 0, "every call enforce refuses was refused, as in enforce mode, not advisory: %v", seen)
+		}
+		return w.Assert(refused > 0, "no call enforce refuses was refused, as in advisory mode, not enforce: %v", seen)
 	})
 	c.Then(`^the tool did not run$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)

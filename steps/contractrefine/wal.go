@@ -215,6 +215,12 @@ func registerWAL(c *steps.Catalog) {
 					pre = i
 				}
 			case "autonomy.decision":
+				// The call's own frames, by the agent the scenario leased:
+				// where a host reuses an audit_id the query lists other
+				// calls' frames too, and their order is not this join's.
+				if got, _ := f.attr("actor_agent_id"); got != s.agent {
+					continue
+				}
 				if firstDecision < 0 {
 					firstDecision = i
 				}
@@ -228,6 +234,16 @@ func registerWAL(c *steps.Catalog) {
 				steps.Fail("the audit query for audit_id %s lists %v: it needs the preflight's autonomy.preflight frame and the call's autonomy.decision frame", audit, kinds))
 		}
 		return w.Assert(pre < firstDecision, "the audit query for audit_id %s lists the frames out of chronological order: %v (the preflight was decided before the call it binds)", audit, kinds)
+	})
+	// That the refusal is a 400 is contractrefine.preflight.post.malformed-body-400's;
+	// the frame check needs only that the request was refused, not decided.
+	c.Then(`^the host refuses that request with a client error$`, func(ctx context.Context) error {
+		w := steps.From(ctx)
+		r, err := w.LastResponse()
+		if err != nil {
+			return err
+		}
+		return w.Assert(r.Status >= 400 && r.Status < 500, "the malformed request was answered %d, not refused with a client error: %s", r.Status, r)
 	})
 	c.Then(`^the WAL holds no autonomy\.preflight frame of that refused request$`, func(ctx context.Context) error {
 		w, s := steps.From(ctx), st(ctx)
