@@ -72,8 +72,19 @@ func (s state) log(t int) []string {
 // Tenants is how many tenants a history may name (0 and 1).
 const Tenants = 2
 
-// Model is the logs' sequential specification.
+// Model is the logs' sequential specification. Tenants' logs are
+// independent, so a history is checked per tenant (porcupine's
+// partitions); an anonymous exchange changes no log and joins none.
 var Model = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		parts := make([][]porcupine.Operation, Tenants)
+		for _, op := range history {
+			if t := op.Input.(Input).Tenant; t >= 0 && t < Tenants {
+				parts[t] = append(parts[t], op)
+			}
+		}
+		return parts
+	},
 	Init: func() any { return state{} },
 	Step: func(s, in, out any) (bool, any) {
 		st, i, o := s.(state), in.(Input), out.(Output)
