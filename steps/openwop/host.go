@@ -121,7 +121,7 @@ type state struct {
 	extra   *tenantStream // a stream opened by a resume or fresh-subscription step
 	anchor  *exchange     // the exchange a replay precondition was shown with
 	record  *record
-	model   *modelRun // what the model sequences found (model.go)
+	model   *modelRun  // what the model sequences found (model.go)
 	concur  *concurRun // the concurrent history (concurrent.go)
 }
 
