@@ -98,3 +98,31 @@ func TestAResumeDeliversWhatFollowsItsRecord(t *testing.T) {
 		t.Errorf("%s\n%s", v, d)
 	}
 }
+
+// A history of many overlapping records is decided at once, linearizable
+// or not: Check pins records to where a new subscription delivered them.
+func TestManyOverlappingRecordsAreDecidedAtOnce(t *testing.T) {
+	var h []porcupine.Operation
+	var all []string
+	for k := range 30 {
+		ws := string(rune('A' + k))
+		h = append(h, rec(k%3, int64(k), int64(k+20), 0, ws))
+		all = append(all, ws)
+	}
+	rev := append([]string(nil), all...)
+	for a, b := 0, len(rev)-1; a < b; a, b = a+1, b-1 {
+		rev[a], rev[b] = rev[b], rev[a]
+	}
+	good := append(append([]porcupine.Operation(nil), h...), sub(5, 0, 100, 0, "", all...))
+	if ok, v, _ := Check(good, 5*time.Second); !ok {
+		t.Errorf("%s", v)
+	}
+	missing := append(append([]porcupine.Operation(nil), h...), sub(5, 0, 100, 0, "", all...), sub(6, 0, 100, 0, "", all[1:]...))
+	if ok, v, _ := Check(missing, 5*time.Second); ok || strings.Contains(v, "undecided") {
+		t.Errorf("a stream missing the first record: %s", v)
+	}
+	disagree := append(append([]porcupine.Operation(nil), h...), sub(5, 0, 100, 0, "", all...), sub(6, 0, 100, 0, "", rev...))
+	if ok, v, _ := Check(disagree, 5*time.Second); ok || strings.Contains(v, "undecided") {
+		t.Errorf("streams in opposite orders: %s", v)
+	}
+}

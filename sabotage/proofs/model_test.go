@@ -74,6 +74,54 @@ func TestModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 }
 
+// TestConcurrentSubscriptionsModelCatchesWhatHandWrittenScenariosMiss runs
+// the rules of openwop.model.concurrent-subscriptions: hosts that lose a
+// record on a stream opened (new, or resumed) while the record's exchange
+// is being answered. Against each, every hand-written host-event scenario
+// and the sequential host-event model pass (they make one call at a time),
+// and the concurrent history is not linearizable.
+func TestConcurrentSubscriptionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the host-event scenarios twice against sabotaged hosts")
+	}
+	reg, corpus := load(t)
+	const id = "openwop.model.concurrent-subscriptions"
+	for _, variant := range []string{"new-stream-misses-in-flight", "resume-misses-in-flight"} {
+		t.Run(variant, func(t *testing.T) {
+			var rule sabotage.Rule
+			for _, r := range sabotage.Rules() {
+				if r.Key() == id+"#"+variant {
+					rule = r
+				}
+			}
+			if rule.ID == "" {
+				t.Fatalf("no rule %s#%s", id, variant)
+			}
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenHostEvents + ",@req:openwop.model.host-events"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, row := range res.Rows {
+				if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+					t.Errorf("against a host that %s, %s is %s (%s): the rule is meant to be one only concurrent calls show", rule.Broken, row.ID, row.Result, row.Detail)
+				}
+			}
+			res, err = runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, id)
+			if row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
+			}
+			t.Logf("%s", row.Detail)
+		})
+	}
+}
+
 // TestModelReplayReproducesTheMinimalSequence replays a failure with the
 // seed its row printed and a budget of 1, and gets the same minimal
 // sequence back.

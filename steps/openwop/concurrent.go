@@ -34,6 +34,8 @@ const ConcurrentID = "openwop.model.concurrent-subscriptions"
 const (
 	// concurExchanges is how many exchanges each recording client makes.
 	concurExchanges = 4
+	// concurMaxExchanges bounds them while subscribers are still opening.
+	concurMaxExchanges = 12
 	// concurSetup is how many records each tenant has before the clients
 	// start (the records a resumed subscription names).
 	concurSetup = 2
@@ -95,7 +97,8 @@ func sortedKeys(m map[string]bool) []string {
 // and 1 in turn) and an anonymous one make concurExchanges exchanges each,
 // and nSubs subscribers (tenant 0 and 1 in turn; new ones and ones resumed
 // after a setup record) subscribe once every client has an answer to its
-// first exchange, while the clients make the rest. When all are done, each
+// first exchange, while the clients make the rest (and more, until every
+// subscriber has its stream). When all are done, each
 // tenant makes a barrier exchange, and every subscription is read until it
 // delivered its tenant's barrier record: that is its cut.
 func concurrentHistory(ctx context.Context, nClients, nSubs int) error {
@@ -226,8 +229,10 @@ func concurrentHistory(ctx context.Context, nClients, nSubs int) error {
 	gate := make(chan struct{})
 	var firstDone sync.WaitGroup // every client answered its first exchange
 	firstDone.Add(nClients + 1)
-	var dialing sync.WaitGroup // every subscriber is dialing
-	dialing.Add(nSubs)
+	var opened sync.WaitGroup // every subscriber has its stream (or failed)
+	opened.Add(nSubs)
+	allOpen := make(chan struct{})
+	go func() { opened.Wait(); close(allOpen) }()
 	var wg sync.WaitGroup
 	for i, script := range scripts {
 		tenant := i % subscriptions.Tenants
@@ -238,11 +243,21 @@ func concurrentHistory(ctx context.Context, nClients, nSubs int) error {
 		go func() {
 			defer wg.Done()
 			<-gate
-			for k, x := range script {
+			// The client keeps making exchanges until every subscriber has
+			// its stream (at least its script, at most concurMaxExchanges),
+			// so that subscriptions open while exchanges are answered.
+			for k := 0; k < concurMaxExchanges; k++ {
 				if k == 1 {
 					firstDone.Done()
-					dialing.Wait()
 				}
+				if k >= len(script) {
+					select {
+					case <-allOpen:
+						return
+					default:
+					}
+				}
+				x := script[k%len(script)]
 				if _, err := exchange(i, tenant, x[0], x[1]); err != nil {
 					fail(err)
 					if k == 0 {
@@ -257,6 +272,7 @@ func concurrentHistory(ctx context.Context, nClients, nSubs int) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer opened.Done()
 			<-gate
 			firstDone.Wait()
 			after := ""
@@ -264,7 +280,6 @@ func concurrentHistory(ctx context.Context, nClients, nSubs int) error {
 				after = ids[p.after]
 			}
 			t0 := now()
-			dialing.Done()
 			ts, err := dialStream(ctx, tenants[p.tenant], after)
 			if err != nil {
 				fail(err)
