@@ -89,6 +89,7 @@ func TestConcurrentSubscriptionsModelCatchesWhatHandWrittenScenariosMiss(t *test
 	const id = "openwop.model.concurrent-subscriptions"
 	for _, variant := range []string{"new-stream-misses-in-flight", "resume-misses-in-flight"} {
 		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
 			var rule sabotage.Rule
 			for _, r := range sabotage.Rules() {
 				if r.Key() == id+"#"+variant {
