@@ -265,6 +265,11 @@ func (d *driver) sequence(t *rapid.T) {
 func protoName(p string) string { return strings.ToUpper(p) }
 
 func (d *driver) exchange(t *rapid.T, q *seqState, tenant int, protocol, form, named string) {
+	d.exchangeNoted(t, q, tenant, protocol, form, named, "")
+}
+
+// exchangeNoted is exchange, its operation followed by note in the trace.
+func (d *driver) exchangeNoted(t *rapid.T, q *seqState, tenant int, protocol, form, named, note string) {
 	c := caller{}
 	who := "an anonymous caller"
 	if tenant >= 0 {
@@ -300,7 +305,7 @@ func (d *driver) exchange(t *rapid.T, q *seqState, tenant int, protocol, form, n
 		d.op(t, "%s %s %s: answered %s", who, how, namedText, x.detail())
 		d.fail(t, failAnswer, "%s %s %s, and the host answered neither an acceptance nor a refusal: %s", who, how, namedText, x.detail())
 	}
-	d.op(t, "%s %s %s: %s", who, how, namedText, got)
+	d.op(t, "%s %s %s: %s%s", who, how, namedText, got, note)
 	if err := q.m.Exchange(hostevents.Exchange{Tenant: tenant, Protocol: protocol, Named: named, Workspace: ws}, got); err != nil {
 		d.fail(t, failAnswer, "%s %s %s: %v (%s)", who, how, namedText, err, x.detail())
 	}
@@ -335,13 +340,27 @@ func (d *driver) close(t *rapid.T, q *seqState, sub *hostevents.Sub, verb string
 
 // sync reads every open stream until it delivered every record the model
 // expects of it, checking each against the model as it comes. A record the
-// model does not expect where another is due fails at once; a stream that
-// falls short fails after the wait. Anything a stream delivers beyond what
-// is due now is read, and checked, at the next sync.
+// model does not expect where another is due fails at once. So that a
+// record the host never delivers is known by what the host sends rather
+// than by how long the suite waits, every tenant one of whose streams has
+// records due first makes a barrier exchange (at the preferred A2A
+// version): its record is due last, so a stream that skipped one delivers
+// the barrier's where the skipped one is due and fails at once. Only a
+// stream that delivers nothing more at all fails after the wait. Anything
+// a stream delivers beyond what is due now is read, and checked, at the
+// next sync.
 func (d *driver) sync(t *rapid.T, q *seqState) {
 	wait := recordWait
 	if d.rec.Failed() {
 		wait = modelShrinkWait
+	}
+	for tenant := range q.tenants {
+		for _, sub := range q.m.Open() {
+			if sub.Tenant == tenant && q.m.Pending(sub) > 0 {
+				d.exchangeNoted(t, q, tenant, hostevents.A2A, formCard, d.cfg.A2A.Preferred, " (barrier)")
+				break
+			}
+		}
 	}
 	for _, sub := range q.m.Open() {
 		ts := q.streams[sub.ID]
