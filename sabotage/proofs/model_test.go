@@ -159,7 +159,7 @@ func TestModelReplayReproducesTheMinimalSequence(t *testing.T) {
 		t.Fatalf("no seed in the replay command: %s", first.Detail)
 	}
 	again := run(models.Settings{Seed: n, Budget: 1, ShrinkTime: unhurried})
-	t.Logf("first: %s\nreplay: %s", between(first.Detail, "seed ", "\n"), between(again.Detail, "seed ", "\n"))
+	t.Logf("%s\nreplay: %s", first.Detail, between(again.Detail, "seed ", "\n"))
 	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
 		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
 	}
