@@ -186,7 +186,7 @@ func init() {
 // (openwop.model.concurrent-subscriptions).
 func inFlightMissed(fresh bool) Rule {
 	var mu sync.Mutex
-	inFlight := map[string]bool{}            // workspaces of exchanges being answered
+	inFlight := map[string]bool{}             // workspaces of exchanges being answered
 	missed := map[*Exchange]map[string]bool{} // stream -> workspaces in flight when it opened
 	return Rule{
 		Intercept: func(x *Exchange) *Response {
