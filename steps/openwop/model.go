@@ -344,31 +344,28 @@ func (d *driver) close(t *rapid.T, q *seqState, sub *hostevents.Sub, verb string
 
 // sync reads every open stream until it delivered every record the model
 // expects of it, checking each against the model as it comes. A record the
-// model does not expect where another is due fails at once; a stream that
-// falls short fails after the wait. Anything a stream delivers beyond what
-// is due now is read, and checked, at the next sync.
+// model does not expect where another is due fails at once. Anything a
+// stream delivers beyond what is due now is read, and checked, at the next
+// sync.
 //
-// Once a failure was found (while rapid shrinks it), a record the host
-// never delivers is known by what the host sends rather than by a wait:
-// every tenant one of whose streams has records due first makes a barrier
-// exchange (at the preferred A2A version), whose record is due last, so a
-// stream that skipped one delivers the barrier's in its place, which fails
-// as falling short, at once. Shrinking then runs hundreds of sequences
-// quickly, and how far it gets no longer depends on how busy the machine
-// is. (A first run makes no barrier: a passing host costs nothing more, and
-// a failure is found with the full wait, as the hand-written scenarios
-// allow.) Only a stream that delivers nothing at all still fails after the
-// wait while shrinking.
+// That a record is not coming is known by what the host sends, not by a
+// wait: every tenant one of whose streams has records due first makes a
+// barrier exchange (at the preferred A2A version), whose record is due
+// last, so a stream that skipped one delivers the barrier's in its place
+// and falls short at once. Shrinking then runs hundreds of sequences
+// quickly, and how far it gets does not depend on how busy the machine is.
+// Only a stream that delivers nothing at all still fails after a wait
+// (recordWait, or modelShrinkWait while a failure is shrunk).
 func (d *driver) sync(t *rapid.T, q *seqState) {
 	wait := recordWait
 	if d.rec.Failed() {
 		wait = modelShrinkWait
-		for tenant := range q.tenants {
-			for _, sub := range q.m.Open() {
-				if sub.Tenant == tenant && q.m.Pending(sub) > 0 {
-					q.barrier[tenant] = d.exchangeNoted(t, q, tenant, hostevents.A2A, formCard, d.cfg.A2A.Preferred, " (barrier)")
-					break
-				}
+	}
+	for tenant := range q.tenants {
+		for _, sub := range q.m.Open() {
+			if sub.Tenant == tenant && q.m.Pending(sub) > 0 {
+				q.barrier[tenant] = d.exchangeNoted(t, q, tenant, hostevents.A2A, formCard, d.cfg.A2A.Preferred, " (barrier)")
+				break
 			}
 		}
 	}
@@ -378,9 +375,9 @@ func (d *driver) sync(t *rapid.T, q *seqState) {
 		for q.m.Pending(sub) > 0 {
 			left := time.Until(deadline)
 			f, err := ts.s.Next(max(left, time.Millisecond))
-			// A stream falls short on a wait, or (while shrinking) on the
-			// barrier's record delivered in place of the one due; both
-			// fail from one place, so rapid takes them for one failure.
+			// A stream falls short on the barrier's record delivered in
+			// place of the one due, or on a wait; both fail from one
+			// place, so rapid takes them for one failure.
 			short := ""
 			switch {
 			case errors.Is(err, sse.ErrTimeout) || left <= 0:
