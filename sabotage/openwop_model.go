@@ -176,3 +176,62 @@ func init() {
 			Broken: "resumes one record too far: the first record after the one named in Last-Event-ID is never delivered"},
 	)
 }
+
+// inFlightMissed is a host that publishes a record to the streams open when
+// its exchange arrives and appends it to the log a new or resumed stream
+// replays only once the exchange is answered: a stream (new ones when fresh
+// is true, resumed ones otherwise) that opens while the exchange is being
+// answered receives the record neither way. Calls made one at a time never
+// show it; only a subscription opened during an exchange does
+// (openwop.model.concurrent-subscriptions).
+func inFlightMissed(fresh bool) Rule {
+	var mu sync.Mutex
+	inFlight := map[string]bool{}             // workspaces of exchanges being answered
+	missed := map[*Exchange]map[string]bool{} // stream -> workspaces in flight when it opened
+	return Rule{
+		Intercept: func(x *Exchange) *Response {
+			mu.Lock()
+			defer mu.Unlock()
+			if isHostEvents(x) {
+				if resumed(x) != fresh && len(inFlight) > 0 {
+					m := map[string]bool{}
+					for ws := range inFlight {
+						m[ws] = true
+					}
+					missed[x] = m
+				}
+				return nil
+			}
+			if ws := x.Header.Get("OpenWOP-Workspace-Id"); ws != "" {
+				inFlight[ws] = true
+			}
+			return nil
+		},
+		Response: func(x *Exchange, _ *Response) {
+			mu.Lock()
+			defer mu.Unlock()
+			delete(inFlight, x.Header.Get("OpenWOP-Workspace-Id"))
+		},
+		Stream: hostRecords(func(x *Exchange, raw []byte, r hostRecord) [][]byte {
+			if r.env == nil {
+				return [][]byte{raw}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ws, _ := r.env["workspaceId"].(string); missed[x][ws] {
+				return nil
+			}
+			return [][]byte{raw}
+		}),
+	}
+}
+
+func init() {
+	const id = "openwop.model.concurrent-subscriptions"
+	openWOPRules = append(openWOPRules,
+		withID(inFlightMissed(true), id, "new-stream-misses-in-flight",
+			"publishes a record live before appending it to the log replayed to new subscriptions: a new subscription opened while the exchange is being answered never receives it"),
+		withID(inFlightMissed(false), id, "resume-misses-in-flight",
+			"publishes a record live before appending it to the log a resume continues from: a stream resumed with Last-Event-ID while the exchange is being answered never receives it"),
+	)
+}

@@ -84,6 +84,7 @@ func Register(c *steps.Catalog) {
 	registerIsolation(c)
 	registerLegacy(c)
 	registerModel(c)
+	registerConcurrent(c)
 }
 
 // versionRange is what a Given step configured for one protocol.
@@ -120,7 +121,8 @@ type state struct {
 	extra   *tenantStream // a stream opened by a resume or fresh-subscription step
 	anchor  *exchange     // the exchange a replay precondition was shown with
 	record  *record
-	model   *modelRun // what the model sequences found (model.go)
+	model   *modelRun  // what the model sequences found (model.go)
+	concur  *concurRun // the concurrent history (concurrent.go)
 }
 
 func st(ctx context.Context) *state {
