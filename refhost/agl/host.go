@@ -238,7 +238,7 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		st.close()
 		return nil, err
 	}
-	if _, err := h.recoverOrphans(context.Background()); err != nil {
+	if _, err := h.recoverOrphans(context.Background(), new(sync.WaitGroup)); err != nil {
 		st.close()
 		return nil, err
 	}

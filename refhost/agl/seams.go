@@ -205,13 +205,17 @@ func (h *Host) Seams() http.Handler {
 		h.faults.mu.Unlock()
 		writeJSON(w, 200, map[string]any{"released": n})
 	})
-	// Run the crash-recovery sweep now instead of on the next tick.
+	// Run the crash-recovery sweep now instead of on the next tick, and
+	// answer once what it started (resuming a deduplicated send, or
+	// stopping) has decided.
 	mux.HandleFunc("POST "+p+"/recover", func(w http.ResponseWriter, r *http.Request) {
-		n, err := h.recoverOrphans(r.Context())
+		var resumed sync.WaitGroup
+		n, err := h.recoverOrphans(r.Context(), &resumed)
 		if err != nil {
 			h.fail(w, err)
 			return
 		}
+		resumed.Wait()
 		writeJSON(w, 200, map[string]any{"recovered": n})
 	})
 	mux.HandleFunc("GET "+p+"/admission", h.hAdmissionSeam)

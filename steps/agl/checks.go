@@ -999,6 +999,25 @@ func (s *state) call2(ctx context.Context, path string) (*steps.Response, map[st
 // host crashed (claim_lease_ms; the scenario's Given step checks it).
 const aglStoreLease = 400 * time.Millisecond
 
+// recoverNow waits out the crashed instance's lease (fixture agl-store's,
+// from now, so at least that long after the crash) and asks the host for a
+// recovery sweep through its seam, where it has one; the sweep must answer
+// 200. Without the seam it does nothing: the caller reads until the host's
+// own sweep has changed the record.
+func (s *state) recoverNow(ctx context.Context) error {
+	w := steps.From(ctx)
+	select {
+	case <-time.After(aglStoreLease + 100*time.Millisecond):
+	case <-ctx.Done():
+		return steps.Fault("the run was interrupted while the crashed host's lease lapsed: %v", ctx.Err())
+	}
+	r, present, err := w.OptionalSeam(ctx, http.MethodPost, seamPath+"/recover", []byte("{}"), http.Header{"Content-Type": {"application/json"}})
+	if err != nil || !present {
+		return err
+	}
+	return w.Assert(r.Status == http.StatusOK, "the host's recovery seam did not run a sweep: %s", r)
+}
+
 // awaitRecovered reads the operation at the second host until its recovery
 // has run on the crashed claim, with no wall-clock bound a busy machine can
 // break. It first waits for the crashed host to stop answering (the halt
