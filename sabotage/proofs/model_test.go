@@ -12,6 +12,7 @@ import (
 	"github.com/parley-conformance/parley/runner"
 	"github.com/parley-conformance/parley/sabotage"
 	"github.com/parley-conformance/parley/sabotage/sabotagetest"
+	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 )
@@ -34,29 +35,10 @@ func TestModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	const id = "openwop.model.host-events"
 	for _, variant := range []string{"cross-protocol-resume", "replay-window", "sticky-cursor"} {
 		t.Run(variant, func(t *testing.T) {
-			var rule sabotage.Rule
-			for _, r := range sabotage.Rules() {
-				if r.Key() == id+"#"+variant {
-					rule = r
-				}
-			}
-			if rule.ID == "" {
-				t.Fatalf("no rule %s#%s", id, variant)
-			}
+			rule := ruleFor(t, id+"#"+variant)
 			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 			defer tgt.Close()
-			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenHostEvents})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, row := range res.Rows {
-				if row.Result == verdict.Skipped {
-					continue
-				}
-				if row.Result != verdict.ExecutedPass {
-					t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
-				}
-			}
+			onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenHostEvents)
 		})
 	}
 }
@@ -77,35 +59,13 @@ func TestConcurrentSubscriptionsModelCatchesWhatHandWrittenScenariosMiss(t *test
 	for _, variant := range []string{"new-stream-misses-in-flight", "resume-misses-in-flight"} {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
-			var rule sabotage.Rule
-			for _, r := range sabotage.Rules() {
-				if r.Key() == id+"#"+variant {
-					rule = r
-				}
-			}
-			if rule.ID == "" {
-				t.Fatalf("no rule %s#%s", id, variant)
-			}
+			rule := ruleFor(t, id+"#"+variant)
 			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 			defer tgt.Close()
-			res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenHostEvents + ",@req:openwop.model.host-events"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, row := range res.Rows {
-				if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
-					t.Errorf("against a host that %s, %s is %s (%s): the rule is meant to be one only concurrent calls show", rule.Broken, row.ID, row.Result, row.Detail)
-				}
-			}
-			res, err = runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := findRow(res.Rows, id)
-			if row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
-				t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
-			}
-			t.Logf("%s", row.Detail)
+			// The sequential host-event model passes too: it makes one
+			// call at a time.
+			onlyTheModelSees(t, matrixSeed(), reg, corpus, tgt, rule, handWrittenHostEvents+",@req:openwop.model.host-events")
+			notLinearizable(t, reg, corpus, tgt, rule, id)
 		})
 	}
 }
@@ -120,12 +80,7 @@ func TestModelReplayReproducesTheMinimalSequence(t *testing.T) {
 	}
 	reg, corpus := load(t)
 	const id = "openwop.model.host-events"
-	var rule sabotage.Rule
-	for _, r := range sabotage.Rules() {
-		if r.Key() == id+"#skips-one" {
-			rule = r
-		}
-	}
+	rule := ruleFor(t, id+"#skips-one")
 	run := func(s models.Settings) *runner.Row {
 		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 		defer tgt.Close()
@@ -162,6 +117,50 @@ func saysHowToReplay(t *testing.T, row *runner.Row, id string) {
 			t.Errorf("the failing row does not say %q: %s", want, row.Detail)
 		}
 	}
+}
+
+// ruleFor is the sabotage rule key names.
+func ruleFor(t *testing.T, key string) sabotage.Rule {
+	t.Helper()
+	for _, r := range sabotage.Rules() {
+		if r.Key() == key {
+			return r
+		}
+	}
+	t.Fatalf("no rule %s", key)
+	return sabotage.Rule{}
+}
+
+// onlyTheModelSees runs the hand-written scenarios tags selects against
+// tgt, a host broken by rule, and holds every one to passing (or being
+// skipped): the rule is one only the model sees.
+func onlyTheModelSees(t *testing.T, ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Corpus, tgt target.Target, rule sabotage.Rule, tags string) {
+	t.Helper()
+	res, err := runner.Run(ctx, reg, corpus, runner.Options{Target: tgt, Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res.Rows {
+		if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
+			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
+		}
+	}
+}
+
+// notLinearizable runs the model id against tgt, a host broken by rule, on
+// the matrix's seed, and holds it to failing on a history that is not
+// linearizable.
+func notLinearizable(t *testing.T, reg *scenarios.Registry, corpus *scenarios.Corpus, tgt target.Target, rule sabotage.Rule, id string) {
+	t.Helper()
+	res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := findRow(res.Rows, id)
+	if row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
+		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
+	}
+	t.Logf("%s", row.Detail)
 }
 
 func findRow(rows []runner.Row, id string) *runner.Row {
@@ -226,30 +225,11 @@ func TestPermitModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 	reg, corpus := load(t)
 	const id = "agl.model.permit-claims"
-	var rule sabotage.Rule
-	for _, r := range sabotage.Rules() {
-		if r.Key() == id+"#stale-reads" {
-			rule = r
-		}
-	}
+	rule := ruleFor(t, id+"#stale-reads")
 	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 	defer tgt.Close()
-	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agl-core && ~@req:" + id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, row := range res.Rows {
-		if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
-			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
-		}
-	}
-	res, err = runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
-		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
-	}
+	onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, "@profile:agl-core && ~@req:"+id)
+	notLinearizable(t, reg, corpus, tgt, rule, id)
 }
 
 // TestRevisionModelCatchesWhatHandWrittenScenariosMiss: against a host
@@ -266,35 +246,11 @@ func TestRevisionModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 	reg, corpus := load(t)
 	const id = "agl.model.revision-swaps"
-	var rule sabotage.Rule
-	for _, r := range sabotage.Rules() {
-		if r.Key() == id+"#lost-edits" {
-			rule = r
-		}
-	}
-	if rule.ID == "" {
-		t.Fatalf("no rule %s#lost-edits", id)
-	}
+	rule := ruleFor(t, id+"#lost-edits")
 	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 	defer tgt.Close()
-	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agl-core && ~@req:" + id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, row := range res.Rows {
-		if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
-			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
-		}
-	}
-	res, err = runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
-		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
-	} else {
-		t.Logf("%s", row.Detail)
-	}
+	onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, "@profile:agl-core && ~@req:"+id)
+	notLinearizable(t, reg, corpus, tgt, rule, id)
 }
 
 // TestDecisionsModelCatchesWhatHandWrittenScenariosMiss: against a host
@@ -309,12 +265,7 @@ func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 	reg, corpus := load(t)
 	const id = "contractrefine.model.decisions"
-	var rule sabotage.Rule
-	for _, r := range sabotage.Rules() {
-		if r.Key() == id+"#budget-reset-by-pass" {
-			rule = r
-		}
-	}
+	rule := ruleFor(t, id+"#budget-reset-by-pass")
 	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 	defer tgt.Close()
 	res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:contractrefine-preflight,@profile:contractrefine-parley-binding"})
@@ -350,26 +301,10 @@ func TestContractsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	const id = "agtp.model.contracts"
 	for _, variant := range []string{"revoke-takes-all", "released-id-reissued"} {
 		t.Run(variant, func(t *testing.T) {
-			var rule sabotage.Rule
-			for _, r := range sabotage.Rules() {
-				if r.Key() == id+"#"+variant {
-					rule = r
-				}
-			}
-			if rule.ID == "" {
-				t.Fatalf("no rule %s#%s", id, variant)
-			}
+			rule := ruleFor(t, id+"#"+variant)
 			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 			defer tgt.Close()
-			res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenAGTP})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, row := range res.Rows {
-				if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
-					t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
-				}
-			}
+			onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenAGTP)
 		})
 	}
 }
@@ -385,12 +320,7 @@ func TestContractsModelReplayReproducesTheMinimalSequence(t *testing.T) {
 	}
 	reg, corpus := load(t)
 	const id = "agtp.model.contracts"
-	var rule sabotage.Rule
-	for _, r := range sabotage.Rules() {
-		if r.Key() == id+"#released-id-reissued" {
-			rule = r
-		}
-	}
+	rule := ruleFor(t, id+"#released-id-reissued")
 	// One row: the seed a row prints is that row's.
 	const row = "@req:" + id + " && @fixture:agtp-model"
 	run := func(s models.Settings) *runner.Row {
@@ -448,35 +378,11 @@ func TestIdempotencyModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 	reg, corpus := load(t)
 	const id = "agtp.model.idempotent-retries"
-	var rule sabotage.Rule
-	for _, r := range sabotage.Rules() {
-		if r.Key() == id+"#cache-per-connection" {
-			rule = r
-		}
-	}
-	if rule.ID == "" {
-		t.Fatalf("no rule %s#cache-per-connection", id)
-	}
+	rule := ruleFor(t, id+"#cache-per-connection")
 	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 	defer tgt.Close()
 	if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
-		res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: handWrittenAGTP})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, row := range res.Rows {
-			if row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
-				t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
-			}
-		}
+		onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenAGTP)
 	}
-	res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "not linearizable") {
-		t.Fatalf("against a host that %s, %s is %v, want executed-fail naming a history that is not linearizable", rule.Broken, id, row)
-	} else {
-		t.Logf("%s", row.Detail)
-	}
+	notLinearizable(t, reg, corpus, tgt, rule, id)
 }
