@@ -74,14 +74,15 @@ func TestVerdictsDoNotDependOnSharingHosts(t *testing.T) {
 			t.Fatalf("the %s run did not complete", rn.name)
 		}
 	}
-	base := map[string]string{}
+	base, baseDetail := map[string]string{}, map[string]string{}
 	for _, r := range runs[0].res.Rows {
 		base[r.ID] = r.Result
+		baseDetail[r.ID] = r.Detail
 	}
 	for _, rn := range runs[1:] {
 		for _, r := range rn.res.Rows {
 			if base[r.ID] != r.Result {
-				t.Errorf("%s: %s in the %s run, %s in the %s run: %s", r.ID, base[r.ID], runs[0].name, r.Result, rn.name, firstLine(r.Detail))
+				t.Errorf("%s: %s in the %s run (%s), %s in the %s run (%s)", r.ID, base[r.ID], runs[0].name, firstLine(strings.TrimSpace(baseDetail[r.ID])), r.Result, rn.name, firstLine(strings.TrimSpace(r.Detail)))
 			}
 		}
 		if len(rn.res.Rows) != len(base) {

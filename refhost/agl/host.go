@@ -188,6 +188,9 @@ type Host struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
+	// resuming counts the resumptions recovery started that have not
+	// decided yet (POST recover answers once none is left).
+	resuming atomic.Int64
 }
 
 // Open opens (creating if needed) the operation store and starts the
@@ -238,7 +241,7 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		st.close()
 		return nil, err
 	}
-	if _, err := h.recoverOrphans(context.Background(), new(sync.WaitGroup)); err != nil {
+	if _, err := h.recoverOrphans(context.Background()); err != nil {
 		st.close()
 		return nil, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"sync"
 	"time"
 )
 
@@ -40,7 +39,7 @@ func (h *Host) sweeper() {
 			if err := h.heartbeat(); err != nil {
 				h.log.Warn("agl: heartbeat failed", "err", err)
 			}
-			if _, err := h.recoverOrphans(context.Background(), new(sync.WaitGroup)); err != nil {
+			if _, err := h.recoverOrphans(context.Background()); err != nil {
 				h.log.Warn("agl: recovery sweep failed", "err", err)
 			}
 		}
@@ -52,7 +51,7 @@ func (h *Host) sweeper() {
 // what nobody knows. It contacts nothing for operations that finished. An
 // Unknown operation whose destination deduplicates by key is then settled by
 // resume, after it checked that nothing it was approved under has changed.
-func (h *Host) recoverOrphans(ctx context.Context, resumed *sync.WaitGroup) (int, error) {
+func (h *Host) recoverOrphans(ctx context.Context) (int, error) {
 	cutoff := h.nowMS() - int64(h.cfg.ClaimLeaseMS)
 	var n int
 	var recovered []*operationRow
@@ -113,10 +112,10 @@ func (h *Host) recoverOrphans(ctx context.Context, resumed *sync.WaitGroup) (int
 	if err == nil {
 		for _, o := range recovered {
 			h.wg.Add(1)
-			resumed.Add(1)
+			h.resuming.Add(1)
 			go func() {
 				defer h.wg.Done()
-				defer resumed.Done()
+				defer h.resuming.Add(-1)
 				h.resume(o)
 			}()
 		}

@@ -206,16 +206,23 @@ func (h *Host) Seams() http.Handler {
 		writeJSON(w, 200, map[string]any{"released": n})
 	})
 	// Run the crash-recovery sweep now instead of on the next tick, and
-	// answer once what it started (resuming a deduplicated send, or
-	// stopping) has decided.
+	// answer once every resumption in flight (this sweep's, or one an
+	// earlier tick started) has decided: resumed the send, or stopped.
 	mux.HandleFunc("POST "+p+"/recover", func(w http.ResponseWriter, r *http.Request) {
-		var resumed sync.WaitGroup
-		n, err := h.recoverOrphans(r.Context(), &resumed)
+		n, err := h.recoverOrphans(r.Context())
 		if err != nil {
 			h.fail(w, err)
 			return
 		}
-		resumed.Wait()
+		for h.resuming.Load() > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-h.stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 		writeJSON(w, 200, map[string]any{"recovered": n})
 	})
 	mux.HandleFunc("GET "+p+"/admission", h.hAdmissionSeam)
