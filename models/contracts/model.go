@@ -519,9 +519,17 @@ func (m *Model) Apply(op Op, a Answer) error {
 	if hit.then != nil {
 		hit.then(a)
 	}
-	if op.Kind == Gate && op.Key >= 0 {
-		if _, used := m.keys[[2]int{op.Agent, op.Key}]; !used {
-			m.keys[[2]int{op.Agent, op.Key}] = &cached{pair: op.Pair, first: a, binding: a.Status == 461 || (a.Status >= 200 && a.Status < 300)}
+	binds := a.Status == 461 || (a.Status >= 200 && a.Status < 300)
+	if (op.Kind == Gate || op.Kind == Replay) && op.Key >= 0 {
+		k, used := m.keys[[2]int{op.Agent, op.Key}]
+		switch {
+		case !used && op.Kind == Gate:
+			m.keys[[2]int{op.Agent, op.Key}] = &cached{pair: op.Pair, first: a, binding: binds}
+		case used && hit.Same == nil:
+			// The cache had let the first answer go and the request was
+			// evaluated again: what the host answered now is what it
+			// keeps for the key, and what a later replay must get back.
+			k.first, k.binding = a, binds
 		}
 	}
 	return nil
