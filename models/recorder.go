@@ -24,9 +24,11 @@ type Recorder struct {
 	failed  bool
 	checked int
 	seqs    int
-	trace   []string
-	lastSeq []string
-	lastMsg string
+	// failedAt is the sequence that failed first (0 before any did).
+	failedAt int
+	trace    []string
+	lastSeq  []string
+	lastMsg  string
 }
 
 // disagreement carries a failure's kind from where it is found to the one
@@ -74,6 +76,9 @@ func (r *Recorder) Op(t *rapid.T, format string, a ...any) {
 func (r *Recorder) Fail(kind, format string, a ...any) {
 	msg := fmt.Sprintf(format, a...)
 	r.mu.Lock()
+	if !r.failed {
+		r.failedAt = r.seqs
+	}
 	r.failed = true
 	r.lastSeq = append([]string(nil), r.trace...)
 	r.lastMsg = msg
@@ -103,6 +108,20 @@ func (r *Recorder) Checked() { r.mu.Lock(); r.checked++; r.mu.Unlock() }
 
 // Count is how many answers were checked.
 func (r *Recorder) Count() int { r.mu.Lock(); defer r.mu.Unlock(); return r.checked }
+
+// Shrunk is how many sequences began after the first failing one: the
+// ones rapid made while shrinking. A driver that leases fresh identities for
+// every sequence stops shrinking after its share of the roster, so that one
+// row's long shrink does not run out the identities of the rows that share
+// the roster with it (they would end as suite faults).
+func (r *Recorder) Shrunk() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.failed {
+		return 0
+	}
+	return r.seqs - r.failedAt
+}
 
 // Seq is the number of the sequence under way (1 for the first).
 func (r *Recorder) Seq() int { r.mu.Lock(); defer r.mu.Unlock(); return r.seqs }

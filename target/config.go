@@ -25,7 +25,10 @@ import (
 // receive and what its digest covers. The schema is schemas/host-config.json.
 type Config struct {
 	canon []byte
-	doc   map[string]any
+	// digest is canon's, computed once: a fixture's document carries its
+	// certificates, and every lease asks for its key.
+	digest string
+	doc    map[string]any
 	// instance, when set, asks for a host of this configuration that no
 	// other instance shares (a scenario that takes its host exclusively, or
 	// an isolated run); it is not part of the document the host receives.
@@ -89,7 +92,8 @@ func ParseConfig(b []byte) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	return Config{canon: canon, doc: doc}, nil
+	sum := sha256.Sum256(canon)
+	return Config{canon: canon, digest: "sha256:" + hex.EncodeToString(sum[:]), doc: doc}, nil
 }
 
 // JSON returns the canonical document.
@@ -97,8 +101,11 @@ func (c Config) JSON() []byte { return append([]byte(nil), c.canon...) }
 
 // Digest identifies the configuration.
 func (c Config) Digest() string {
-	sum := sha256.Sum256(c.canon)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	if c.digest == "" { // the zero Config
+		sum := sha256.Sum256(c.canon)
+		return "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return c.digest
 }
 
 // Fixture names the published fixture the configuration is ("" for a

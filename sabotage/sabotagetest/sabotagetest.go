@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/parley-conformance/parley/internal/lazyfs"
 	"github.com/parley-conformance/parley/models"
@@ -287,8 +288,9 @@ func matrix(t *testing.T, family string, part, parts int, update bool) {
 		}
 	}
 	type outcome struct {
-		res *runner.Result
-		err error
+		res  *runner.Result
+		err  error
+		took time.Duration
 	}
 	results := make([]outcome, len(rules))
 	var wg sync.WaitGroup
@@ -299,13 +301,23 @@ func matrix(t *testing.T, family string, part, parts int, update bool) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			start := time.Now()
 			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 			defer tgt.Close()
 			res, err := runner.Run(ctx, reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + rule.ID})
-			results[i] = outcome{res, err}
+			results[i] = outcome{res, err, time.Since(start)}
 		}()
 	}
 	wg.Wait()
+	// The slowest runs, for whoever balances the shards (go test -v).
+	slow := make([]int, len(rules))
+	for i := range slow {
+		slow[i] = i
+	}
+	sort.Slice(slow, func(a, b int) bool { return results[slow[a]].took > results[slow[b]].took })
+	for _, i := range slow[:min(5, len(slow))] {
+		t.Logf("slowest: %s took %s", rules[i].Key(), results[i].took.Round(time.Millisecond))
+	}
 
 	failedBy := map[string][]string{}
 	for i, rule := range rules {

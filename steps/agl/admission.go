@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/parley-conformance/parley/fixtures"
@@ -23,7 +24,11 @@ const (
 
 // named is a dispatch the scenario started and will wait for by name.
 type named struct {
-	done      chan asyncResult
+	done chan asyncResult
+	// answer is the host's answer, kept once answered is set, for steps
+	// that must know the dispatch ended without waiting on done.
+	answer    asyncResult
+	answered  atomic.Bool
 	opID      string
 	permitID  string
 	permitTok string
@@ -185,12 +190,14 @@ func registerAdmission(c *steps.Catalog) {
 			s.named = map[string]*named{}
 		}
 		n := &named{done: make(chan asyncResult, 1), opID: s.opID, permitID: s.permitID, permitTok: s.permitToken}
-		s.named[name] = n
+		s.named[name], s.lastNamed = n, name
 		s.inflight.Add(1)
 		go func() {
 			defer s.inflight.Add(-1)
 			r, err := s.call(ctx, false, http.MethodPost, api+"/dispatch", roleNone, body, false)
-			n.done <- asyncResult{r, err}
+			n.answer = asyncResult{r, err}
+			n.answered.Store(true)
+			n.done <- n.answer
 		}()
 		return nil
 	})
@@ -210,13 +217,26 @@ func registerAdmission(c *steps.Catalog) {
 	})
 	c.When(`^the host has a dispatch waiting for capacity$`, func(ctx context.Context) error {
 		s := st(ctx)
+		last := s.named[s.lastNamed]
 		return poll(ctx, "no dispatch was waiting for capacity", func() (bool, error) {
 			m, err := s.admissionState(ctx)
 			if err != nil {
 				return false, err
 			}
-			n := intOf(m["waiting"])
-			return n >= 1, nil
+			if intOf(m["waiting"]) >= 1 {
+				return true, nil
+			}
+			// The dispatch started last is the one that should wait: if
+			// the host has answered it already, it did not wait, and no
+			// later read can show it waiting (while the other dispatch is
+			// held, nothing else frees the slot).
+			if last != nil && last.answered.Load() {
+				if last.answer.err != nil {
+					return false, last.answer.err
+				}
+				return false, steps.Fail("dispatch %q was answered without waiting for capacity (no read showed a dispatch waiting): %s", s.lastNamed, last.answer.r)
+			}
+			return false, nil
 		})
 	})
 	c.When(`^the host has a dispatch paused (in the claim|at the external call)$`, func(ctx context.Context, where string) error {

@@ -248,6 +248,7 @@ type state struct {
 	sensitive  []any                // sensitive argument values of the audited operation
 
 	named       map[string]*named // dispatches in flight, by name
+	lastNamed   string            // the dispatch started last
 	rootScope   string            // the execution's budget scope
 	scopes      map[string]string // child scopes, by name
 	approved    []approvedSend    // several approved sends held at once

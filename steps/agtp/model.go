@@ -147,9 +147,20 @@ func hex12() string {
 	return hex.EncodeToString(b)
 }
 
+// shrinkSequences caps the sequences a failing row shrinks with: each
+// leases two negotiators from a roster of 2400 that the fixture's two rows
+// (one per transport) share, so a shrink against a host that answers fast
+// would otherwise lease them all and leave the other row none (a suite
+// fault there, not a verdict on the host). 300 sequences are far more than
+// a shrink to a minimal sequence of about 16 operations takes.
+const shrinkSequences = 300
+
 func (d *contractsDriver) sequence(t *rapid.T) {
 	d.rec.Begin(t)
 	defer d.rec.Recover(t)
+	if d.rec.Shrunk() > shrinkSequences {
+		t.Skip("this row's share of the roster for shrinking is spent")
+	}
 	for i := range 2 {
 		name := fmt.Sprintf("model-%d-%d", d.rec.Seq(), i)
 		if _, err := d.s.lease(d.ctx, name, 1, []string{"rooms:*", "rcns:negotiate"}); err != nil {
