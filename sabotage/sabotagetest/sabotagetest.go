@@ -316,7 +316,21 @@ func matrix(t *testing.T, family string, part, parts int, update bool) {
 	}
 	sort.Slice(slow, func(a, b int) bool { return results[slow[a]].took > results[slow[b]].took })
 	for _, i := range slow[:min(5, len(slow))] {
-		t.Logf("slowest: %s took %s", rules[i].Key(), results[i].took.Round(time.Millisecond))
+		detail, longest := "", verdict.ScenarioResult{}
+		if r := results[i].res; r != nil {
+			for _, row := range r.Rows {
+				if row.ID == rules[i].ID {
+					detail = row.Detail
+				}
+			}
+			for _, sc := range r.Scenarios {
+				if sc.DurationMs > longest.DurationMs {
+					longest = sc
+				}
+			}
+		}
+		t.Logf("slowest: %s took %s, longest scenario %s:%d (%d ms, %s): %.300s", rules[i].Key(), results[i].took.Round(time.Millisecond),
+			longest.URI, longest.Line, longest.DurationMs, longest.Result, detail)
 	}
 
 	failedBy := map[string][]string{}

@@ -1004,18 +1004,21 @@ const aglStoreLease = 400 * time.Millisecond
 // recovery sweep through its seam, where it has one; the sweep must answer
 // 200. Without the seam it does nothing: the caller reads until the host's
 // own sweep has changed the record.
-func (s *state) recoverNow(ctx context.Context) error {
+//
+// It reports whether the seam ran (answered 200): the recovery has decided
+// then, and one read of the operation judges it.
+func (s *state) recoverNow(ctx context.Context) (bool, error) {
 	w := steps.From(ctx)
 	select {
 	case <-time.After(aglStoreLease + 100*time.Millisecond):
 	case <-ctx.Done():
-		return steps.Fault("the run was interrupted while the crashed host's lease lapsed: %v", ctx.Err())
+		return false, steps.Fault("the run was interrupted while the crashed host's lease lapsed: %v", ctx.Err())
 	}
 	r, present, err := w.OptionalSeam(ctx, http.MethodPost, seamPath+"/recover", []byte("{}"), http.Header{"Content-Type": {"application/json"}})
 	if err != nil || !present {
-		return err
+		return false, err
 	}
-	return w.Assert(r.Status == http.StatusOK, "the host's recovery seam did not run a sweep: %s", r)
+	return true, w.Assert(r.Status == http.StatusOK, "the host's recovery seam did not run a sweep: %s", r)
 }
 
 // awaitRecovered reads the operation at the second host until its recovery

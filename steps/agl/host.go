@@ -247,12 +247,15 @@ type state struct {
 	drafts     map[string][2]string // named drafts: resource id and handle
 	sensitive  []any                // sensitive argument values of the audited operation
 
-	named       map[string]*named // dispatches in flight, by name
-	lastNamed   string            // the dispatch started last
-	rootScope   string            // the execution's budget scope
-	scopes      map[string]string // child scopes, by name
-	approved    []approvedSend    // several approved sends held at once
-	branchSends []approvedSend    // the approved send each branch of a map presented
+	named     map[string]*named // dispatches in flight, by name
+	lastNamed string            // the dispatch started last
+	// recoveryDecided: the host's recovery seam answered after the last
+	// restart, so what recovery decided is in the store already.
+	recoveryDecided bool
+	rootScope       string            // the execution's budget scope
+	scopes          map[string]string // child scopes, by name
+	approved        []approvedSend    // several approved sends held at once
+	branchSends     []approvedSend    // the approved send each branch of a map presented
 
 	permitTTL   int            // the TTL the next approval asks for, when not the default
 	sparePermit string         // an approved permit left unused, for the retention sweep to remove
