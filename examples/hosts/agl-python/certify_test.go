@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,7 +48,7 @@ func TestPythonHostPassesTheAGLProfiles(t *testing.T) {
 		tags = "@profile:agl-core,@profile:agl-operation-store,@profile:agl-parley-binding,@profile:agl-evidence,@profile:agl-delegation"
 	}
 	var progress strings.Builder
-	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags, Progress: &progress, Concurrency: 4})
+	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: tags, Progress: &progress, Concurrency: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +63,11 @@ func TestPythonHostPassesTheAGLProfiles(t *testing.T) {
 		}
 	}
 	t.Logf("the Python host passed %d requirements (seed %d)", passed, res.Seed)
+	slow := slices.Clone(res.Scenarios)
+	slices.SortFunc(slow, func(a, b verdict.ScenarioResult) int { return int(b.DurationMs - a.DurationMs) })
+	for _, s := range slow[:min(5, len(slow))] {
+		t.Logf("slowest: %s:%d took %d ms", s.URI, s.Line, s.DurationMs)
+	}
 	if t.Failed() {
 		t.Log(progress.String())
 	}
