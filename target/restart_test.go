@@ -83,6 +83,7 @@ func TestAChangedConfigurationIsCachedAsTheHostItChanged(t *testing.T) {
 // state directory the engine mounts at the same path. It skips, saying so,
 // where no Docker engine answers.
 func TestTheContainerTargetRestartsAHostUnderAChangedConfiguration(t *testing.T) {
+	t.Parallel() // waits on the engine; the image is built once for the process
 	image, _ := target.DockerImage(t)
 	c, err := target.NewContainer(image)
 	if err != nil {
