@@ -188,8 +188,9 @@ type Host struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
-	// resuming counts the resumptions recovery started that have not
-	// decided yet (POST recover answers once none is left).
+	// resuming counts the recovery sweeps under way and the resumptions
+	// they started that have not decided yet (POST recover answers once
+	// none is left).
 	resuming atomic.Int64
 }
 

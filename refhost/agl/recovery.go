@@ -52,6 +52,11 @@ func (h *Host) sweeper() {
 // Unknown operation whose destination deduplicates by key is then settled by
 // resume, after it checked that nothing it was approved under has changed.
 func (h *Host) recoverOrphans(ctx context.Context) (int, error) {
+	// A sweep under way counts as a resumption in flight until it has
+	// started its resumptions: between its commit (the operation Unknown)
+	// and their start, POST recover must not take "none left" for decided.
+	h.resuming.Add(1)
+	defer h.resuming.Add(-1)
 	cutoff := h.nowMS() - int64(h.cfg.ClaimLeaseMS)
 	var n int
 	var recovered []*operationRow

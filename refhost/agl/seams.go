@@ -214,6 +214,8 @@ func (h *Host) Seams() http.Handler {
 			h.fail(w, err)
 			return
 		}
+		// The count covers a tick's sweep that committed before this one
+		// and has not started its resumptions yet.
 		for h.resuming.Load() > 0 {
 			select {
 			case <-r.Context().Done():
