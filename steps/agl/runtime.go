@@ -487,17 +487,12 @@ func registerRuntime(c *steps.Catalog) {
 			return err
 		}
 		s.recoveryDecided = decided
-		if decided {
-			// The recovery the seam ran has decided: one read judges it.
-			r, m, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
-			if err != nil {
-				return err
-			}
-			return w.Assert(r.Status == http.StatusOK && str(m, "state") == state, "after it started again and its recovery seam answered (the recovery decided), the host reports the operation %q, want %q: %s", str(m, "state"), state, r)
-		}
-		// Without the seam: 80 reads 100 ms apart without a change in the
-		// record (8 s idle; each read a round trip, so more on a busy
-		// machine).
+		// 80 reads 100 ms apart without a change in the record (8 s idle;
+		// each read a round trip, so more on a busy machine). Even after
+		// the recover seam answered, the state is polled rather than read
+		// once: a single read made a handful of rows fail under heavy load
+		// through the sabotage proxy, reading ReconciledCompleted where
+		// recovery must stop (docs/performance.md, "Open questions").
 		var m map[string]any
 		var readErr error
 		_ = steps.Await(ctx, steps.Poll{What: "the operation did not reach " + state, Every: 100 * time.Millisecond, Rounds: 80}, func() (bool, string, error) {

@@ -1,0 +1,26 @@
+// Package testpar lets a test package whose tests mostly wait on hosts run
+// more of its parallel tests at once than go test's default (-parallel
+// defaults to GOMAXPROCS: 2 here, so a package of ten tests that each wait
+// a minute on hosts took five minutes while the cores idled).
+package testpar
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"testing"
+)
+
+// Main runs the package's tests with n parallel tests at once unless the
+// command line sets -test.parallel itself (that always wins).
+func Main(m *testing.M, n int) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		if err := flag.Set("test.parallel", strconv.Itoa(max(n, 1))); err != nil {
+			panic(err)
+		}
+	}
+	os.Exit(m.Run())
+}
