@@ -386,3 +386,38 @@ func TestIdempotencyModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 	notLinearizable(t, reg, corpus, tgt, rule, id)
 }
+
+// TestOperationsModelCatchesWhatHandWrittenScenariosMiss runs the
+// operations model's rules: against each, every hand-written agl-core
+// scenario passes (none presents a permit again after a human recorded its
+// Unknown operation as without effect, none meets a spent budget after a
+// consumed permit was refused in the same execution), and the model fails
+// with a minimal sequence.
+func TestOperationsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
+	t.Parallel() // mostly waiting on hosts: the proofs overlap
+	if testing.Short() {
+		t.Skip("runs the agl-core scenarios twice against sabotaged hosts")
+	}
+	reg, corpus := load(t)
+	const id = "agl.model.operations"
+	for _, variant := range []string{"no-effect-frees-permit", "denial-refunds-budget"} {
+		t.Run(variant, func(t *testing.T) {
+			rule := ruleFor(t, id+"#"+variant)
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
+				onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, "@profile:agl-core && ~@req:"+id)
+			}
+			res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, id)
+			if row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "minimal sequence") {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
+			}
+			saysHowToReplay(t, row, id)
+			t.Logf("%s", row.Detail)
+		})
+	}
+}
