@@ -86,6 +86,8 @@ type Action struct {
 	Permit        bool   // a permit was minted
 	PermitRevoked bool
 	Consumed      bool // the permit was claimed
+	Revision      int  // the draft's revision (1 when proposed)
+	Edited        bool // the draft was edited after its proposal
 }
 
 // Model is one execution: its budget, its grant, its actions and the
@@ -115,7 +117,7 @@ func (m *Model) ProposeAllowed() []Answer {
 
 // Propose applies an accepted proposal: its operation is Pending.
 func (m *Model) Propose() *Action {
-	a := &Action{Index: len(m.Actions), Op: Pending}
+	a := &Action{Index: len(m.Actions), Op: Pending, Revision: 1}
 	m.Actions = append(m.Actions, a)
 	return a
 }
@@ -131,6 +133,10 @@ func (m *Model) DecideAllowed(a *Action, grant bool) []Answer {
 	if a.Request != Requested {
 		return []Answer{NotPending}
 	}
+	if a.Edited {
+		// An edit invalidated the pending request (binding §5).
+		return []Answer{NotPending, StaleRevision}
+	}
 	if grant {
 		return []Answer{{201, ""}}
 	}
@@ -139,7 +145,7 @@ func (m *Model) DecideAllowed(a *Action, grant bool) []Answer {
 
 // Decide applies an accepted decision.
 func (m *Model) Decide(a *Action, grant bool) {
-	if a.Request != Requested {
+	if a.Request != Requested || a.Edited {
 		return
 	}
 	if grant {
@@ -170,6 +176,9 @@ func (m *Model) denials(a *Action) []Answer {
 	}
 	if a.PermitRevoked {
 		out = append(out, PermitRevoked)
+	}
+	if a.Edited && !a.Consumed {
+		out = append(out, StaleRevision)
 	}
 	if m.Used >= m.Budget {
 		out = append(out, BudgetExhausted)
@@ -231,6 +240,25 @@ func (m *Model) nextFault() string {
 
 // Arm records a fault armed at the destination for its next send.
 func (m *Model) Arm(fault string) { m.Fault = append(m.Fault, fault) }
+
+// EditAllowed is what an edit of a's draft expecting its current revision
+// may get: 200 with the next revision until the permit's claim moved the
+// draft on, invalid_protocol_state after (binding §5).
+func (m *Model) EditAllowed(a *Action) []Answer {
+	if a.Consumed {
+		return []Answer{InvalidState}
+	}
+	return []Answer{OK}
+}
+
+// Edit applies an accepted edit: the next revision, in Draft; the
+// proposal's handle, its pending request and its permit are stale.
+func (m *Model) Edit(a *Action) {
+	if !a.Consumed {
+		a.Revision++
+		a.Edited = true
+	}
+}
 
 // RevokePermit: the resolver's revocation of a's permit is answered 200
 // (a revocation after the claim undoes nothing: binding hosts page §9).

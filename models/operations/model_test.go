@@ -93,3 +93,25 @@ func TestRevocationsAndDecisions(t *testing.T) {
 		t.Errorf("a changed action allows %v", got)
 	}
 }
+
+func TestAnEditVoidsThePermitAndThePendingRequest(t *testing.T) {
+	m := New(3)
+	a, b := approved(m), m.Propose()
+	m.RequestApproval(b)
+	m.Edit(a)
+	m.Edit(b)
+	if a.Revision != 2 {
+		t.Errorf("an edited draft is at revision %d, want 2", a.Revision)
+	}
+	if d, _ := m.DispatchAllowed(a); len(d) != 1 || d[0] != StaleRevision {
+		t.Errorf("the permit of an edited draft allows %v, want stale_revision", d)
+	}
+	if got := m.DecideAllowed(b, true); Contains(got, Answer{201, ""}) {
+		t.Errorf("a request an edit invalidated may still be granted: %v", got)
+	}
+	c := approved(m)
+	m.Dispatch(c)
+	if got := m.EditAllowed(c); len(got) != 1 || got[0] != InvalidState {
+		t.Errorf("an edit of a dispatched draft allows %v", got)
+	}
+}

@@ -17,10 +17,10 @@ import (
 
 // The operations model (agl.model.operations): seeded random sequences of
 // proposals, approval requests, decisions, dispatches (once, again, with a
-// changed action), destination faults that make a send end without effect
-// or Unknown, reconciliations, revocations of a permit or of the grant,
-// budget exhaustion, and reads of permits, operations and the budget, one
-// execution per sequence; each answer checked against models/operations
+// changed action), edits of a draft, destination faults that make a send
+// end without effect or Unknown, reconciliations, revocations of a permit
+// or of the grant, budget exhaustion, and reads of permits, operations and
+// the budget, one execution per sequence; each answer checked against models/operations
 // and the effects counted at the scenario's fake destination, a failing
 // sequence shrunk (docs/models.md).
 
@@ -34,6 +34,7 @@ const (
 	opsFailApproval  = "an approval answer the model does not allow"
 	opsFailDispatch  = "a dispatch answer the model does not allow"
 	opsFailRevoke    = "a revocation answer the model does not allow"
+	opsFailEdit      = "an edit answer the model does not allow"
 	opsFailReconcile = "a reconciliation answer the model does not allow"
 	opsFailRead      = "a read the model does not allow"
 	opsFailEffects   = "effects at the destination the model does not allow"
@@ -191,7 +192,7 @@ func (d *opsDriver) begin(t *rapid.T, budget int) {
 
 // opsSteps is the number of operations a sequence draws at least, and
 // opsMore how many more it may draw.
-const opsSteps, opsMore = 8, 24
+const opsSteps, opsMore = 12, 28
 
 func (d *opsDriver) sequence(t *rapid.T) {
 	d.rec.Begin(t)
@@ -215,7 +216,7 @@ func (d *opsDriver) sequence(t *rapid.T) {
 	}
 	everyAction := func(*opsAction) bool { return true }
 	permitted := func(a *opsAction) bool { return a.Permit }
-	unrequested := func(a *opsAction) bool { return a.Request == operations.NoRequest }
+	unrequested := func(a *opsAction) bool { return a.Request == operations.NoRequest && !a.Edited }
 	// Weights (operations drawn alike, so a heavier one is listed more
 	// than once): proposals and approvals enough to keep two or three
 	// actions with permits, dispatches most, the revocations seldom,
@@ -278,6 +279,11 @@ func (d *opsDriver) sequence(t *rapid.T) {
 		func(t *rapid.T) {
 			if a := pick(t, "revoke", func(a *opsAction) bool { return a.Permit && !a.PermitRevoked }); a != nil && rapid.IntRange(0, 2).Draw(t, "now") == 0 {
 				d.revokePermit(t, a)
+			}
+		},
+		func(t *rapid.T) { // an edit of an action's draft
+			if a := pick(t, "edit", everyAction); a != nil {
+				d.edit(t, a)
 			}
 		},
 		func(t *rapid.T) {
@@ -439,6 +445,23 @@ func (d *opsDriver) reconcile(t *rapid.T, a *opsAction, method string) {
 		d.m.Reconcile(a.Action, method)
 	}
 	d.checkEffects(what)
+}
+
+func (d *opsDriver) edit(t *rapid.T, a *opsAction) {
+	s := d.s
+	what := fmt.Sprintf("the principal edits action %d's draft expecting revision %d", a.Index+1, a.Revision)
+	b := s.draftBody(s.me.principal, s.me.mailbox, []string{"bob@example.com"}, fmt.Sprintf("Model action %d, revision %d.", a.Index+1, a.Revision+1))
+	b["expected_revision"] = a.Revision
+	r, m := d.exchange(t, opsFailEdit, what, http.MethodPut, api+"/resources/"+a.draft, roleNone, b)
+	got := answerOf(r, m)
+	d.op(t, "%s: %s", what, got)
+	d.expect(opsFailEdit, what, r, got, d.m.EditAllowed(a.Action))
+	if r.Status == http.StatusOK {
+		if rev, _ := steps.Lookup(m, "revision"); intOf(rev) != int64(a.Revision+1) {
+			d.rec.Fail(opsFailEdit, "%s: answered %s; the model's next revision is %d", what, r, a.Revision+1)
+		}
+		d.m.Edit(a.Action)
+	}
 }
 
 func (d *opsDriver) revokePermit(t *rapid.T, a *opsAction) {
