@@ -106,11 +106,23 @@ type Model struct {
 func New(budget int) *Model { return &Model{Budget: budget} }
 
 // ProposeAllowed is what a new proposal (its draft created, then
-// proposed) may get: 201 while the grant is valid, grant_revoked after it
-// was revoked.
+// proposed) may get: 201 while the grant is valid; after it was revoked,
+// 201 or grant_revoked.
 func (m *Model) ProposeAllowed() []Answer {
 	if m.GrantRevoked {
-		return []Answer{GrantRevoked}
+		// The text has revocation stop a new dispatch (§6.3); whether a
+		// proposal, which has no effect, is refused too it leaves open.
+		return []Answer{{201, ""}, GrantRevoked}
+	}
+	return []Answer{{201, ""}}
+}
+
+// RequestAllowed is what an approval request for a's proposal may get:
+// 201, or grant_revoked once the grant was revoked (the text leaves it
+// open, as for a proposal).
+func (m *Model) RequestAllowed() []Answer {
+	if m.GrantRevoked {
+		return []Answer{{201, ""}, GrantRevoked}
 	}
 	return []Answer{{201, ""}}
 }
@@ -136,6 +148,9 @@ func (m *Model) DecideAllowed(a *Action, grant bool) []Answer {
 	if a.Edited {
 		// An edit invalidated the pending request (binding §5).
 		return []Answer{NotPending, StaleRevision}
+	}
+	if grant && m.GrantRevoked {
+		return []Answer{{201, ""}, GrantRevoked}
 	}
 	if grant {
 		return []Answer{{201, ""}}

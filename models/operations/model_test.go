@@ -86,7 +86,7 @@ func TestRevocationsAndDecisions(t *testing.T) {
 	if d, _ := m.DispatchAllowed(c); len(d) != 1 || d[0] != GrantRevoked {
 		t.Errorf("a dispatch under a revoked grant allows %v", d)
 	}
-	if got := m.ProposeAllowed(); !Contains(got, GrantRevoked) {
+	if got := m.ProposeAllowed(); !Contains(got, GrantRevoked) || !Contains(got, Answer{201, ""}) {
 		t.Errorf("a proposal under a revoked grant allows %v", got)
 	}
 	if got := m.ChangedAllowed(c, b); Contains(got, OK) || !Contains(got, ProposalDiffers) {

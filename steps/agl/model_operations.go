@@ -235,7 +235,9 @@ func (d *opsDriver) sequence(t *rapid.T) {
 		}
 		if a != nil {
 			d.requestApproval(t, a)
-			d.decide(t, a, rapid.IntRange(0, 4).Draw(t, "grant") > 0)
+			if a.Request != operations.NoRequest {
+				d.decide(t, a, rapid.IntRange(0, 4).Draw(t, "grant") > 0)
+			}
 		}
 	}
 	dispatch := func(t *rapid.T) {
@@ -340,12 +342,16 @@ func (d *opsDriver) propose(t *rapid.T) {
 func (d *opsDriver) requestApproval(t *rapid.T, a *opsAction) {
 	what := fmt.Sprintf("request approval of action %d", a.Index+1)
 	r, m := d.exchange(t, opsFailApproval, what, http.MethodPost, api+"/proposals/"+a.proposal+"/approval-requests", roleNone, map[string]any{"ttl_seconds": 600})
-	d.op(t, "%s: %d", what, r.Status)
+	got := answerOf(r, m)
+	d.op(t, "%s: %s", what, got)
+	d.expect(opsFailApproval, what, r, got, d.m.RequestAllowed())
+	if r.Status != http.StatusCreated {
+		return
+	}
 	a.request, a.role, a.digest = str(m, "request_id"), str(m, "role"), str(m, "proposal.digest")
-	if r.Status != http.StatusCreated || a.request == "" || a.role == "" || a.digest == "" {
+	if a.request == "" || a.role == "" || a.digest == "" {
 		d.rec.Fail(opsFailApproval, "%s: answered %s, want 201 with request_id, role and the proposal's digest", what, r)
 	}
-	d.rec.Checked()
 	d.m.RequestApproval(a.Action)
 }
 
