@@ -150,6 +150,14 @@ func (s *Server) Inject(f Fault) {
 	s.mu.Unlock()
 }
 
+// Disarm drops every armed fault not yet spent (a model sequence starts
+// with none armed, whatever the sequence before it left).
+func (s *Server) Disarm() {
+	s.mu.Lock()
+	s.faults, s.lookups = nil, nil
+	s.mu.Unlock()
+}
+
 func take(list *[]Fault) string { return takeFault(list).Mode }
 
 // takeFault consumes one use of the first armed fault and returns it.

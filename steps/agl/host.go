@@ -45,13 +45,14 @@ func Register(c *steps.Catalog) {
 	registerActions(c)
 	registerChecks(c)
 	registerRuntime(c)
-	registerChecker(c)       // the workflow checker, checker.go
-	registerInterfaces(c)    // receipts, repeats and contract interfaces, interface.go
-	registerModel(c)         // the permit model, model.go
-	registerRevisionModel(c) // the revision model, model_revisions.go
-	registerEvidence(c)      // evidence obligations, evidence.go
-	registerDelegation(c)    // bounded delegation, delegation.go
-	registerRestart(c)       // a restart under a changed deployment, restart.go
+	registerChecker(c)         // the workflow checker, checker.go
+	registerInterfaces(c)      // receipts, repeats and contract interfaces, interface.go
+	registerModel(c)           // the permit model, model.go
+	registerRevisionModel(c)   // the revision model, model_revisions.go
+	registerOperationsModel(c) // the operations model, model_operations.go
+	registerEvidence(c)        // evidence obligations, evidence.go
+	registerDelegation(c)      // bounded delegation, delegation.go
+	registerRestart(c)         // a restart under a changed deployment, restart.go
 }
 
 // destination is a fake destination account the scenario leased from its
