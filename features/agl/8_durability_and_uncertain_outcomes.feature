@@ -46,7 +46,7 @@ Feature: Durable operations and uncertain outcomes
   Scenario Outline: A host that crashes while the operation is Claimed leaves it Unknown, never retried
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
-    And the hosts presume a silent host crashed after 400 ms
+    And the hosts presume a silent host crashed after 1000 ms
     And a second AGL host shares the first host's operation store
     And the principal has an approved send of a draft to "bob@example.com"
     And the first host will crash at the <boundary>
@@ -341,7 +341,7 @@ Feature: Durable operations and uncertain outcomes
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
     And the host keeps its state where the suite can restart it
-    And the hosts presume a silent host crashed after 400 ms
+    And the hosts presume a silent host crashed after 1000 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
@@ -357,7 +357,7 @@ Feature: Durable operations and uncertain outcomes
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
     And the host keeps its state where the suite can restart it
-    And the hosts presume a silent host crashed after 400 ms
+    And the hosts presume a silent host crashed after 1000 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
@@ -401,7 +401,7 @@ Feature: Durable operations and uncertain outcomes
     Given an AGL host with a fake email destination the suite counts
     And the AGL test seams are enabled
     And the host keeps its state where the suite can restart it
-    And the hosts presume a silent host crashed after 400 ms
+    And the hosts presume a silent host crashed after 1000 ms
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
     When the agent starts dispatching the approved send as "interrupted"
@@ -497,7 +497,7 @@ Feature: Durable operations and uncertain outcomes
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
     And the host keeps its state where the suite can restart it
-    And the hosts presume a silent host crashed after 400 ms
+    And the hosts presume a silent host crashed after 1000 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it
@@ -525,7 +525,7 @@ Feature: Durable operations and uncertain outcomes
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
     And the host keeps its state where the suite can restart it
-    And the hosts presume a silent host crashed after 400 ms
+    And the hosts presume a silent host crashed after 1000 ms
     And the email contract is registered as deduplicated by destination key with up to 3 attempts
     And the principal has an approved send of a draft to "bob@example.com"
     And the host will hold the next dispatch at the external call until the suite releases it

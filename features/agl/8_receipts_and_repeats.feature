@@ -67,7 +67,7 @@ Feature: Receipts the contract does not accept, and repeats it does not allow
   Scenario Outline: Recovery under another deployment policy or destination sends nothing and leaves the send Unknown
     Given an AGL host whose fake email destination deduplicates by idempotency key
     And the AGL test seams are enabled
-    And the hosts presume a silent host crashed after 400 ms
+    And the hosts presume a silent host crashed after 1000 ms
     And a second AGL host shares the first host's operation store
     And the principal works at a host of its own on that store <which>
     And the email contract is registered as deduplicated by destination key with up to 3 attempts

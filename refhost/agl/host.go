@@ -246,7 +246,8 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		st.close()
 		return nil, err
 	}
-	h.wg.Add(2)
+	h.wg.Add(3)
+	go h.heartbeats()
 	go h.sweeper()
 	go h.retentionLoop()
 	h.log.Info("agl host open", "db", cfg.DatabasePath, "instance", h.instance, "policy_fingerprint", pfp)

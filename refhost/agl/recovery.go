@@ -26,7 +26,11 @@ func (h *Host) heartbeat() error {
 	})
 }
 
-func (h *Host) sweeper() {
+// heartbeats keeps this host alive in the store, on a ticker of its own: a
+// recovery sweep that waits on a busy store must not delay the heartbeat
+// past the lease, or another host takes a live host's claims for a dead
+// one's and settles them while the live host still holds them.
+func (h *Host) heartbeats() {
 	defer h.wg.Done()
 	lease := time.Duration(h.cfg.ClaimLeaseMS) * time.Millisecond
 	tick := time.NewTicker(max(lease/4, 50*time.Millisecond))
@@ -39,6 +43,20 @@ func (h *Host) sweeper() {
 			if err := h.heartbeat(); err != nil {
 				h.log.Warn("agl: heartbeat failed", "err", err)
 			}
+		}
+	}
+}
+
+func (h *Host) sweeper() {
+	defer h.wg.Done()
+	lease := time.Duration(h.cfg.ClaimLeaseMS) * time.Millisecond
+	tick := time.NewTicker(max(lease/4, 50*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-tick.C:
 			if _, err := h.recoverOrphans(context.Background()); err != nil {
 				h.log.Warn("agl: recovery sweep failed", "err", err)
 			}

@@ -49,7 +49,6 @@ var blameLeft = map[string]string{}
 // blocked for any other reason is a defect too. PARLEY_BLAME_RULES=key,key
 // runs those rules instead of the sample.
 func TestABrokenRuleFailsOnlyItsOwnId(t *testing.T) {
-	t.Parallel() // its runs wait on hosts, beside the readings' runs
 	if testing.Short() {
 		t.Skip("runs a family's profiles once per sampled rule")
 	}

@@ -42,7 +42,6 @@ func specProfiles(reg *scenarios.Registry, family string) []string {
 // to have taken effect (a reading with no binding id must have changed some
 // exchange instead). PARLEY_READINGS=name,name runs only those readings.
 func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
-	t.Parallel() // its runs wait on hosts, beside the blame runs
 	if testing.Short() {
 		t.Skip("runs each family's spec profiles once per reading")
 	}

@@ -997,7 +997,7 @@ func (s *state) call2(ctx context.Context, path string) (*steps.Response, map[st
 
 // aglStoreLease is how long the hosts of fixture agl-store presume a silent
 // host crashed (claim_lease_ms; the scenario's Given step checks it).
-const aglStoreLease = 400 * time.Millisecond
+const aglStoreLease = 1000 * time.Millisecond
 
 // recoverNow waits out the crashed instance's lease (fixture agl-store's,
 // from now, so at least that long after the crash) and asks the host for a

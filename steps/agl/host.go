@@ -565,8 +565,8 @@ func registerHost(c *steps.Catalog) {
 		return st(ctx).onFixture(ctx, fixtures.AGLRestricted, "a deployment policy")
 	})
 	c.Given(`^the hosts presume a silent host crashed after (\d+) ms$`, func(ctx context.Context, ms int) error {
-		if ms != 400 {
-			return steps.Fault("fixture %s presumes a silent host crashed after 400 ms; the scenario asks for %d", fixtures.AGLStore, ms)
+		if ms != 1000 {
+			return steps.Fault("fixture %s presumes a silent host crashed after 1000 ms; the scenario asks for %d", fixtures.AGLStore, ms)
 		}
 		return st(ctx).onFixture(ctx, fixtures.AGLStore, "the crash lease")
 	})
