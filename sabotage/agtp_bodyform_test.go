@@ -40,6 +40,7 @@ func onlyReads(form string) sabotage.Rule {
 // the form it reads, so the suite sends nothing else; and fails when it
 // declares the other, so the declaration is what decides the form.
 func TestTheSuiteSendsTheDeclaredBodyForm(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("runs the AGTP corpus against two strict hosts")
 	}

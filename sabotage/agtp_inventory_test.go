@@ -30,6 +30,7 @@ var noInventory = sabotage.Rule{ID: "none", Broken: "has no DISCOVER /contracts,
 // check of another rule leans on a surface the text does not describe. The
 // three inventory requirements about the missing paths must fail.
 func TestNoRequirementButTheInventoryNeedsTheInventory(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("runs the AGTP corpus")
 	}

@@ -17,6 +17,7 @@ import (
 // and plaintext loopback alike, so an AGTP sabotage failure is the rule's
 // doing and not the proxy's.
 func TestAGTPProxyIsTransparent(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	reg, corpus := load(t)
 	noop := sabotage.Rule{ID: "none",
 		AGTPRequest: func(*sabotage.AGTPExchange) *agtp.Response { return nil },
@@ -44,6 +45,7 @@ func TestAGTPProxyIsTransparent(t *testing.T) {
 // requirement that needed it reads blocked, precondition failed, relying on
 // it, and verdict.RootCauses leads a reader straight to it.
 func TestOnePreconditionFailureIsOneRoot(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	const root = "agtp.rcns.delivery.accept-by-reissue"
 	reg, corpus := load(t)
 	pre, ok := reg.LookupPrecondition("agtp.precondition.contract-accepted")

@@ -142,6 +142,7 @@ func garbled(text string) sabotage.Rule {
 // verdict and cause in both, and none may be a suite fault, which a host
 // must never be able to cause.
 func TestNoHostByteChangesAVerdictType(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("runs the corpus twice against garbling hosts")
 	}

@@ -30,6 +30,7 @@ const (
 // (each frame written and fsync'd before the answer) both ids pass, so the
 // failure is the buffer's and nothing else about the little host.
 func TestABufferedWALLosesItsDecisionsUnderSIGKILL(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("builds a host and kills it twenty times")
 	}
@@ -95,6 +96,7 @@ func TestABufferedWALLosesItsDecisionsUnderSIGKILL(t *testing.T) {
 // lazyfs) loses the decisions, on the power-cut id, every time. With -wal
 // fsync all three ids pass, so the failure is the missing fsync's.
 func TestAnUnsyncedWALLosesDecisionsOnlyToAPowerCut(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("builds a host and cuts the power under it")
 	}

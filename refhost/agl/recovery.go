@@ -57,6 +57,12 @@ func (h *Host) sweeper() {
 		case <-h.stop:
 			return
 		case <-tick.C:
+			// A heartbeat first as well: the host's clock may have moved
+			// (the clock seam) since the last one, and a sweep must not
+			// take this host's own live claims for a dead host's.
+			if err := h.heartbeat(); err != nil {
+				h.log.Warn("agl: heartbeat failed", "err", err)
+			}
 			if _, err := h.recoverOrphans(context.Background()); err != nil {
 				h.log.Warn("agl: recovery sweep failed", "err", err)
 			}

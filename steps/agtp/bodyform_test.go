@@ -19,6 +19,7 @@ import (
 // bundle's facts must say the suite sent exactly the declared form and
 // where it found refusal reasons.
 func TestRefhostPassesInEachBodyForm(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("runs the AGTP corpus twice")
 	}

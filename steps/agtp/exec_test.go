@@ -66,6 +66,7 @@ func runAGTP(t *testing.T, command string) (*scenarios.Registry, *runner.Result)
 // transports; the seam-witnessed ones are blocked (the host has no seam),
 // never failed; and the suite must have sent the form the host declared.
 func TestExecAdapterCertifiesATOMLConfiguredHost(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	reg, res := runAGTP(t, "AGTP_BODY_FORM=flat "+buildTOMLHost(t))
 	var passed, blocked int
 	for _, r := range res.Rows {
@@ -99,6 +100,7 @@ func TestExecAdapterCertifiesATOMLConfiguredHost(t *testing.T) {
 // then blocked naming the member, never failed, and those over TLS 1.3 still
 // run and pass.
 func TestAHostWithoutThePlaintextListener(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	_, res := runAGTP(t, "AGTP_PLAINTEXT=off "+buildTOMLHost(t))
 	var tlsPassed, plainBlocked int
 	for _, s := range res.Scenarios {

@@ -324,6 +324,7 @@ func TestTheGrammarCheckRefusesWhatTheTextsForbid(t *testing.T) {
 // recipes, passthroughs, PROPOSE policy) against the texts' grammar, except
 // what a scenario says it sends malformed on purpose.
 func TestFixturesObeyTheGrammar(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("runs the AGTP corpus")
 	}

@@ -96,6 +96,7 @@ func reliesOn(s scenarios.Scenario) string {
 // its ready line gets exactly the scenarios that rely on it blocked
 // (configuration-declined) naming it; every other scenario runs and passes.
 func TestAHostWithoutAnOptionalMember(t *testing.T) {
+	t.Parallel() // waits on hosts of its own
 	if testing.Short() {
 		t.Skip("runs the AGTP profile once per member")
 	}
