@@ -255,7 +255,7 @@ func TestRevisionModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 
 // handWrittenContractRefine are every ContractRefine scenario but the
 // model's: the spec profiles and parley's binding profile.
-const handWrittenContractRefine = "(@profile:contractrefine-preflight,@profile:contractrefine-tool-binding,@profile:contractrefine-parley-binding) && ~@req:contractrefine.model.decisions"
+const handWrittenContractRefine = "@profile:contractrefine-preflight,@profile:contractrefine-tool-binding,@profile:contractrefine-parley-binding && ~@req:contractrefine.model.decisions"
 
 // TestDecisionsModelCatchesWhatHandWrittenScenariosMiss runs the decisions
 // model's rules that only an order of operations shows: a host whose repair
