@@ -223,6 +223,27 @@ func denyAfterPassLost() Rule {
 	}
 }
 
+// disabledChecksEcho is a disabled host that ignores the binding header
+// for tool.deliver, as it must, but still checks it for tool.echo: an
+// echo call whose header names a preflight is refused 403 (disabled issues
+// none, so no header binds). Calls without the header are left alone.
+func disabledChecksEcho() Rule {
+	return Rule{
+		Intercept: func(x *Exchange) *Response {
+			if !isTool(x) || mode(x) != "disabled" || x.Header.Get("X-Autonomy-Preflight-Id") == "" {
+				return nil
+			}
+			var call struct {
+				Kind string `json:"kind"`
+			}
+			if json.Unmarshal(x.Body, &call) != nil || call.Kind != "tool.echo" {
+				return nil
+			}
+			return &Response{Status: http.StatusForbidden, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(`{"error":"preflight binding failed"}`)}
+		},
+	}
+}
+
 func init() {
 	const id = "contractrefine.model.decisions"
 	contractRefineRules = append(contractRefineRules,
@@ -234,5 +255,7 @@ func init() {
 			"writes the frame of a pass that repairs a plan from the ladder's record of the repair: the frame says repair_required while POST, GET and decision_json say pass"),
 		withID(denyAfterPassLost(), id, "deny-after-pass-lost",
 			"loses the WAL frame of a deny decided in a session that already had a pass: POST answers it, but GET answers 404 and the seam shows no frame"),
+		withID(disabledChecksEcho(), id, "disabled-checks-echo",
+			"in disabled mode ignores the binding header for tool.deliver but refuses a tool.echo call whose header names a preflight (403)"),
 	)
 }

@@ -254,18 +254,21 @@ func TestRevisionModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 }
 
 // handWrittenContractRefine are every ContractRefine scenario but the
-// model's: the spec profiles and parley's binding profile.
-const handWrittenContractRefine = "@profile:contractrefine-preflight,@profile:contractrefine-tool-binding,@profile:contractrefine-parley-binding && ~@req:contractrefine.model.decisions"
+// model's: the spec profiles and parley's binding profile (godog's filter
+// splits on ',' before '&&', so the exclusion goes with the model's own
+// profile, last).
+const handWrittenContractRefine = "@profile:contractrefine-tool-binding,@profile:contractrefine-parley-binding,@profile:contractrefine-preflight && ~@req:contractrefine.model.decisions"
 
 // TestDecisionsModelCatchesWhatHandWrittenScenariosMiss runs the decisions
 // model's rules that only an order of operations shows: a host whose repair
 // budgets reset when a session gets a pass, one that writes a repaired
-// plan's pass frame from the repair's record, and one that loses the frame
-// of a deny decided in a session that already had a pass. Against each,
-// every hand-written ContractRefine scenario passes (their repair ladders
-// never meet a pass in the same session and plan hash, and each of their
-// sessions sees one kind of outcome), and the decisions model fails with a
-// minimal sequence. PARLEY_MODEL_ONLY=1 runs only the model half.
+// plan's pass frame from the repair's record, one that loses the frame of
+// a deny decided in a session that already had a pass, and a disabled host
+// that still checks the header of tool.echo calls. Against each, every
+// hand-written ContractRefine scenario passes (their repair ladders never
+// meet a pass in the same session and plan hash, each of their sessions
+// sees one kind of outcome, and their disabled calls are tool.deliver
+// ones), and the decisions model fails with a minimal sequence. PARLEY_MODEL_ONLY=1 runs only the model half.
 func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if testing.Short() {
@@ -273,7 +276,7 @@ func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	}
 	reg, corpus := load(t)
 	const id = "contractrefine.model.decisions"
-	for _, variant := range []string{"budget-reset-by-pass", "repair-frame-kept", "deny-after-pass-lost"} {
+	for _, variant := range []string{"budget-reset-by-pass", "repair-frame-kept", "deny-after-pass-lost", "disabled-checks-echo"} {
 		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
 			rule := ruleFor(t, id+"#"+variant)
