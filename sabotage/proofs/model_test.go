@@ -260,32 +260,48 @@ func TestRevisionModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	notLinearizable(t, reg, corpus, tgt, rule, id)
 }
 
-// TestDecisionsModelCatchesWhatHandWrittenScenariosMiss: against a host
-// whose repair budgets reset when a session gets a pass, every hand-written
-// ContractRefine scenario passes (their repair ladders never meet a pass in
-// the same session), and the decisions model fails with the four operations
-// that show it.
+// handWrittenContractRefine are every ContractRefine scenario but the
+// model's: the spec profiles and parley's binding profile (godog's filter
+// splits on ',' before '&&', so the exclusion goes with the model's own
+// profile, last).
+const handWrittenContractRefine = "@profile:contractrefine-tool-binding,@profile:contractrefine-parley-binding,@profile:contractrefine-preflight && ~@req:contractrefine.model.decisions"
+
+// TestDecisionsModelCatchesWhatHandWrittenScenariosMiss runs the decisions
+// model's rules that only an order of operations shows: a host whose repair
+// budgets reset when a session gets a pass, one that writes a repaired
+// plan's pass frame from the repair's record, one that loses the frame of
+// a deny decided in a session that already had a pass, and a disabled host
+// that still checks the header of tool.echo calls. Against each, every
+// hand-written ContractRefine scenario passes (their repair ladders never
+// meet a pass in the same session and plan hash, each of their sessions
+// sees one kind of outcome, and their disabled calls are tool.deliver
+// ones), and the decisions model fails with a minimal sequence. PARLEY_MODEL_ONLY=1 runs only the model half.
 func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 	t.Parallel() // mostly waiting on hosts: the proofs overlap
 	if testing.Short() {
-		t.Skip("runs the ContractRefine scenarios against a sabotaged host")
+		t.Skip("runs the ContractRefine scenarios against sabotaged hosts")
 	}
 	reg, corpus := load(t)
 	const id = "contractrefine.model.decisions"
-	rule := ruleFor(t, id+"#budget-reset-by-pass")
-	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
-	defer tgt.Close()
-	res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:contractrefine-preflight,@profile:contractrefine-parley-binding"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, row := range res.Rows {
-		if row.ID != id && row.Result != verdict.ExecutedPass && row.Result != verdict.Skipped {
-			t.Errorf("against a host that %s, the hand-written %s is %s (%s): the rule is meant to be one only the model sees", rule.Broken, row.ID, row.Result, row.Detail)
-		}
-	}
-	if row := findRow(res.Rows, id); row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "minimal sequence") {
-		t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
+	for _, variant := range []string{"budget-reset-by-pass", "repair-frame-kept", "deny-after-pass-lost", "disabled-checks-echo"} {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			rule := ruleFor(t, id+"#"+variant)
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
+				onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenContractRefine)
+			}
+			res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, id)
+			if row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "minimal sequence") {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
+			}
+			t.Logf("%s", row.Detail)
+		})
 	}
 }
 

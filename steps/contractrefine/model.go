@@ -2,6 +2,7 @@ package contractrefine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -20,8 +21,11 @@ import (
 // The decisions model (contractrefine.model.decisions): seeded random
 // sequences of preflight requests (every reference variant, over two fresh
 // sessions and two fresh plan hashes, so repair budgets interleave), reads
-// of issued and unknown ids, and tool.echo calls bound to them on an
-// enforce host; each answer checked against models/decisions, a failing
+// of issued and unknown ids, and tool.echo and tool.deliver calls bound to
+// them or without the header, on each fixture of the mode ladder (enforce,
+// advisory, disabled); each answer, the autonomy.preflight frame of each
+// decision, the autonomy.decision frames of each call and each delivery at
+// the suite's destination checked against models/decisions, a failing
 // sequence shrunk (docs/models.md).
 
 // DecisionsModelID is the requirement the decisions model witnesses.
@@ -33,6 +37,7 @@ const (
 	crFailOutcome = "a preflight answer the model does not allow"
 	crFailGet     = "a read the model does not allow"
 	crFailTool    = "a bound call the model does not allow"
+	crFailFrame   = "a WAL frame the model does not allow"
 )
 
 // crVariants weighs the reference variants a sequence draws.
@@ -44,10 +49,21 @@ var crVariants = []string{
 type crDriver struct {
 	ctx      context.Context
 	w        *steps.World
+	s        *state
+	mode     string
 	max      int
+	requires []string
+	live     string // the host's live lock fingerprint
+	agent    string
 	rec      models.Recorder
 	sessions [2]string
 	hashes   [2]string
+	// delivers are the tool.deliver calls of the sequence: marker -> ran.
+	delivers map[string]bool
+	// calls is how many autonomy.decision frames of the agent the WAL held
+	// after the last call (the agent is the scenario's, its calls one at
+	// a time, so the frames a call gained are its own).
+	calls int
 }
 
 func registerModel(c *steps.Catalog) {
@@ -74,8 +90,9 @@ func runDecisionsModel(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if at(sec, "mode") != "enforce" {
-		return steps.Fault("the decisions model runs on an enforce host (tag it @fixture:contractrefine-enforce)")
+	mode, _ := at(sec, "mode").(string)
+	if mode != decisions.Enforce && mode != decisions.Advisory && mode != decisions.Disabled {
+		return steps.Fault("the decisions model runs on a fixture of the mode ladder whose mode is set explicitly (enforce, advisory or disabled), not %q", mode)
 	}
 	maxRepair := 0
 	switch n := at(sec, "max_repair_attempts").(type) {
@@ -84,7 +101,37 @@ func runDecisionsModel(ctx context.Context) error {
 	case int:
 		maxRepair = n
 	default:
-		return steps.Fault("the fixture names no max_repair_attempts")
+		if mode != decisions.Disabled {
+			return steps.Fault("the fixture names no max_repair_attempts")
+		}
+	}
+	var requires []string
+	if l, ok := at(sec, "policy.requires_preflight").([]any); ok {
+		for _, k := range l {
+			if s, ok := k.(string); ok {
+				requires = append(requires, s)
+			}
+		}
+	}
+	live, _ := at(sec, "lock_fingerprint").(string)
+	// The model reads the WAL through the seam and tool.deliver's effect
+	// at the suite's destination.
+	if err := w.RequireSeams(); err != nil {
+		return err
+	}
+	if err := w.CallsBack(); err != nil {
+		return err
+	}
+	if u, _ := at(sec, "tools.deliver_url").(string); u == "" {
+		return steps.Fault("the decisions model delivers to the suite's destination, and the fixture configures no tools.deliver_url")
+	}
+	f, _ := w.Fixture()
+	if err := openMailbox(ctx, f.Name); err != nil {
+		return err
+	}
+	agent, err := agentID(ctx)
+	if err != nil {
+		return err
 	}
 	// The host is acquired before any sequence: one that does not start
 	// fails here as every scenario on it does, not as a disagreement the
@@ -96,7 +143,7 @@ func runDecisionsModel(ctx context.Context) error {
 	if err != nil {
 		return steps.Fault("%v", err)
 	}
-	d := &crDriver{ctx: ctx, w: w, max: maxRepair}
+	d := &crDriver{ctx: ctx, w: w, s: st(ctx), mode: mode, max: maxRepair, requires: requires, live: live, agent: agent}
 	res, err := models.Check(models.Options{Settings: settings, Steps: 14, ShrinkTime: 10 * time.Second}, d.sequence)
 	if err != nil {
 		return steps.Fault("%v", err)
@@ -138,7 +185,10 @@ func (d *crDriver) sequence(t *rapid.T) {
 		d.sessions[i] = "parley-session-" + uuid.NewString()
 		d.hashes[i] = "blake3:" + randomHex(32)
 	}
-	m := decisions.New(d.max)
+	d.delivers = map[string]bool{}
+	m := decisions.NewIn(d.mode, d.max, d.requires)
+	before := d.preflightFrames(t, nil)
+	d.calls = len(d.callFrames(t))
 	// Preflights are drawn twice as often as reads or calls, repairable
 	// ones and passes most, and session 0 and plan hash 0 three times in
 	// four, so that budgets are spent and decisions meet in one session.
@@ -162,14 +212,91 @@ func (d *crDriver) sequence(t *rapid.T) {
 			d.read(t, m, id)
 		},
 		"call": func(t *rapid.T) {
+			kind := rapid.SampledFrom([]string{"tool.echo", "tool.deliver"}).Draw(t, "kind")
 			ds := m.Decisions()
 			id := ""
-			if len(ds) > 0 && rapid.IntRange(0, 3).Draw(t, "unknown") > 0 {
+			switch n := rapid.IntRange(0, 7).Draw(t, "binding"); {
+			case n == 0:
+				id = "-" // no header
+			case n > 1 && len(ds) > 0:
 				id = rapid.SampledFrom(ds).Draw(t, "decision").ID
 			}
-			d.call(t, m, id)
+			d.call(t, m, kind, id)
 		},
 	})
+	d.settle(t, m, before)
+}
+
+// settle ends a sequence: read again, every decision still has its one
+// frame (a later decision did not overwrite or drop it), a disabled host
+// wrote none, and every tool.deliver call left at the destination exactly
+// what it left when it was answered (a refused call nothing, also later).
+func (d *crDriver) settle(t *rapid.T, m *decisions.Model, before int) {
+	d.op(t, "(the sequence's WAL frames and deliveries read again)")
+	byID := map[string][]map[string]any{}
+	n := d.preflightFrames(t, byID)
+	if !m.Decides() && n != before {
+		d.fail(crFailFrame, "a disabled host wrote %d autonomy.preflight frame(s) for the sequence's requests, which it must answer 503 without deciding", n-before)
+	}
+	for i, x := range m.Decisions() {
+		if err := decisions.CheckPreflightFrame(x, x.Request.Capability(), d.planHash(x.Request), d.live, byID[x.ID]); err != nil {
+			d.fail(crFailFrame, "at the end of the sequence, decision %d (%s): %v", i+1, x.Outcome, err)
+		}
+	}
+	for marker, ran := range d.delivers {
+		got, err := d.s.box.carrying(marker)
+		if err != nil {
+			d.stop(t, crFailTool, err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[ran]; len(got) != want {
+			d.fail(crFailTool, "at the end of the sequence, the destination holds %d deliveries of a tool.deliver call answered %s, want %d", len(got), map[bool]string{true: "as run", false: "as refused"}[ran], want)
+		}
+	}
+	d.rec.Checked()
+}
+
+// preflightFrames reads the agent's autonomy.preflight frames, files them by
+// preflight_id into byID (when given) and counts them.
+func (d *crDriver) preflightFrames(t *rapid.T, byID map[string][]map[string]any) int {
+	fs, err := frames(d.ctx, "autonomy.preflight", map[string]string{"actor_agent_id": d.agent})
+	if err != nil {
+		d.stop(t, crFailFrame, err)
+	}
+	if byID != nil {
+		for _, f := range fs {
+			a := attrsOf(f)
+			id, _ := a["preflight_id"].(string)
+			byID[id] = append(byID[id], a)
+		}
+	}
+	return len(fs)
+}
+
+func attrsOf(f frame) map[string]any {
+	a := map[string]any{}
+	for k, raw := range f.Attrs {
+		var v any
+		if json.Unmarshal(raw, &v) == nil {
+			a[k] = v
+		}
+	}
+	return a
+}
+
+func (d *crDriver) planHash(r decisions.Request) string {
+	if r.Variant == decisions.VNoHash {
+		return ""
+	}
+	return d.hashes[r.Hash]
+}
+
+// callFrames reads the autonomy.decision frames of the agent's calls.
+func (d *crDriver) callFrames(t *rapid.T) []frame {
+	fs, err := frames(d.ctx, "autonomy.decision", map[string]string{"actor_agent_id": d.agent})
+	if err != nil {
+		d.stop(t, crFailFrame, err)
+	}
+	return fs
 }
 
 // describe names a decision by its place in the sequence.
@@ -204,6 +331,14 @@ func (d *crDriver) preflight(t *rapid.T, m *decisions.Model, r decisions.Request
 		d.op(t, "%s", what)
 		d.stop(t, crFailOutcome, err)
 	}
+	if !m.Decides() {
+		d.op(t, "%s: %d", what, resp.Status)
+		if resp.Status != http.StatusServiceUnavailable {
+			d.fail(crFailOutcome, "%s: answered %s, want 503 (a disabled host decides nothing)", what, resp)
+		}
+		d.rec.Checked()
+		return
+	}
 	doc, jerr := resp.JSON()
 	if resp.Status != http.StatusOK || jerr != nil {
 		d.op(t, "%s: %d", what, resp.Status)
@@ -212,8 +347,23 @@ func (d *crDriver) preflight(t *rapid.T, m *decisions.Model, r decisions.Request
 	dec := decision{raw: resp.Body, doc: doc}
 	outcome := dec.str("outcome")
 	d.op(t, "%s: %s", what, outcome)
-	if err := m.Post(r, dec.str("preflight_id"), outcome, dec.str("reason"), doc); err != nil {
+	id := dec.str("preflight_id")
+	if err := m.Post(r, id, outcome, dec.str("reason"), doc); err != nil {
 		d.fail(crFailOutcome, "%s: %v: %s", what, err, resp)
+	}
+	d.rec.Checked()
+	// Its one autonomy.preflight frame, as the decision says.
+	fs, err := frames(d.ctx, "autonomy.preflight", map[string]string{"preflight_id": id})
+	if err != nil {
+		d.stop(t, crFailFrame, err)
+	}
+	var as []map[string]any
+	for _, f := range fs {
+		as = append(as, attrsOf(f))
+	}
+	x, _ := m.Lookup(id)
+	if err := decisions.CheckPreflightFrame(x, r.Capability(), d.planHash(r), d.live, as); err != nil {
+		d.fail(crFailFrame, "%s: %v", what, err)
 	}
 	d.rec.Checked()
 }
@@ -230,6 +380,13 @@ func (d *crDriver) read(t *rapid.T, m *decisions.Model, id string) {
 		d.stop(t, crFailGet, err)
 	}
 	d.op(t, "%s: %d", what, resp.Status)
+	if !m.Decides() {
+		if resp.Status != http.StatusServiceUnavailable {
+			d.fail(crFailGet, "%s: answered %s, want 503 (a disabled host reads nothing)", what, resp)
+		}
+		d.rec.Checked()
+		return
+	}
 	if !known {
 		if resp.Status != http.StatusNotFound {
 			d.fail(crFailGet, "%s: answered %s, want 404", what, resp)
@@ -245,29 +402,69 @@ func (d *crDriver) read(t *rapid.T, m *decisions.Model, id string) {
 	d.rec.Checked()
 }
 
-func (d *crDriver) call(t *rapid.T, m *decisions.Model, id string) {
-	if id == "" {
+func (d *crDriver) call(t *rapid.T, m *decisions.Model, kind, id string) {
+	h := http.Header{}
+	what := kind + " without a preflight id"
+	switch id {
+	case "-":
+		id = ""
+	case "":
 		id = uuid.NewString()
+		fallthrough
+	default:
+		h.Set(preflightHeader, id)
+		what = kind + " bound to " + describe(m, id)
 	}
-	what := "tool.echo bound to " + describe(m, id)
-	agent, err := agentID(d.ctx)
-	if err != nil {
-		d.stop(t, crFailTool, err)
+	before := d.calls
+	marker := d.s.text + "-model-" + uuid.NewString()
+	params := map[string]any{"text": marker}
+	if kind == "tool.deliver" {
+		params["mailbox"] = d.s.box.id
 	}
-	marker := "parley-model-" + uuid.NewString()
-	body := map[string]any{"kind": "tool.echo", "params": map[string]any{"text": marker}, "actor": map[string]any{"agent_id": agent}}
-	resp, err := d.w.DoJSON(d.ctx, http.MethodPost, "/v1/tool", body, http.Header{preflightHeader: {id}})
+	body := map[string]any{"kind": kind, "params": params, "actor": map[string]any{"agent_id": d.agent}}
+	resp, err := d.w.DoJSON(d.ctx, http.MethodPost, "/v1/tool", body, h)
 	if err != nil {
 		d.op(t, "%s", what)
 		d.stop(t, crFailTool, err)
 	}
 	d.op(t, "%s: %d", what, resp.Status)
-	runs := m.Runs(id, "tool.echo")
-	switch {
-	case runs && (resp.Status != http.StatusOK || !strings.Contains(string(resp.Body), marker)):
-		d.fail(crFailTool, "%s: answered %s, want 200 carrying the call's text (a pass binding tool.echo binds it)", what, resp)
-	case !runs && resp.Status != http.StatusForbidden:
-		d.fail(crFailTool, "%s: answered %s, want 403 (enforce refuses a call its header does not bind)", what, resp)
+	want := m.Call(id, kind)
+	if resp.Status != want.Status {
+		d.fail(crFailTool, "%s: answered %s, want %d (%s)", what, resp, want.Status, want.Why)
+	}
+	switch kind {
+	case "tool.echo":
+		if want.Runs && !strings.Contains(string(resp.Body), marker) {
+			d.fail(crFailTool, "%s: answered %s, which does not carry the call's text (%s, so tool.echo runs)", what, resp, want.Why)
+		}
+	case "tool.deliver":
+		// The host answers a delivery that runs once the destination took
+		// it; one it refused must have left nothing (read again when the
+		// sequence ends).
+		got, err := d.s.box.carrying(marker)
+		if err != nil {
+			d.stop(t, crFailTool, err)
+		}
+		if n := map[bool]int{true: 1, false: 0}[want.Runs]; len(got) != n {
+			d.fail(crFailTool, "%s: answered %d and the destination received %d deliveries of the call's params, want %d (%s)", what, resp.Status, len(got), n, want.Why)
+		}
+		d.delivers[marker] = want.Runs
+	}
+	d.rec.Checked()
+	all := d.callFrames(t)
+	d.calls = len(all)
+	if len(all) < before {
+		d.fail(crFailFrame, "%s: the agent's autonomy.decision frames went from %d to %d during the call", what, before, len(all))
+	}
+	var cf []decisions.CallFrame
+	for _, f := range all[before:] {
+		k, _ := f.attr("tool_kind")
+		o, _ := f.attr("outcome")
+		a, _ := f.attr("audit_id")
+		cf = append(cf, decisions.CallFrame{ToolKind: k, Outcome: o, AuditID: a, Raw: f.raw})
+	}
+	if err := decisions.CheckCallFrames(want, kind, h.Get(preflightHeader), cf); err != nil {
+		d.fail(crFailFrame, "%s: %v", what, err)
 	}
 	d.rec.Checked()
 }
