@@ -292,7 +292,7 @@ func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
 				onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenContractRefine)
 			}
-			res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			res, err := runner.Run(unshrunk(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -380,6 +380,14 @@ func matrixSeed() context.Context {
 	return models.WithSettings(context.Background(), models.Settings{Seed: sabotagetest.MatrixModelSeed})
 }
 
+// unshrunk is the matrix's seed with shrinking cut to nothing: a proof
+// that needs only the failing row and what it says (a sequence, the seed,
+// the replay command) does not wait for rapid to minimize it; the replay
+// proofs hold shrinking to its result.
+func unshrunk() context.Context {
+	return models.WithSettings(context.Background(), models.Settings{Seed: sabotagetest.MatrixModelSeed, ShrinkTime: time.Millisecond})
+}
+
 // unhurried bounds shrinking in the contracts replay proof far beyond what
 // it takes (seconds): rapid stops shrinking at a time limit, and two minimal
 // sequences compare equal only if neither was cut short by a busy machine.
@@ -431,7 +439,7 @@ func TestOperationsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
 				onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenAGLCore)
 			}
-			res, err := runner.Run(matrixSeed(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			res, err := runner.Run(unshrunk(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
 			if err != nil {
 				t.Fatal(err)
 			}
