@@ -23,7 +23,6 @@ import (
 // are what finds a leak between scenarios; more orders run nightly with
 // PARLEY_ORACLE_RUNS.)
 func TestVerdictsDoNotDependOnSharingHosts(t *testing.T) {
-	t.Parallel() // its runs wait on hosts, beside the other whole runs
 	if testing.Short() {
 		t.Skip("runs the whole corpus three times")
 	}
