@@ -30,24 +30,29 @@ func (h *Host) heartbeat() error {
 // recovery sweep that waits on a busy store must not delay the heartbeat
 // past the lease, or another host takes a live host's claims for a dead
 // one's and settles them while the live host still holds them.
-func (h *Host) heartbeats() {
-	defer h.wg.Done()
-	lease := time.Duration(h.cfg.ClaimLeaseMS) * time.Millisecond
-	tick := time.NewTicker(max(lease/4, 50*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-h.stop:
-			return
-		case <-tick.C:
-			if err := h.heartbeat(); err != nil {
-				h.log.Warn("agl: heartbeat failed", "err", err)
-			}
+func (h *Host) heartbeats() { h.everyQuarterLease(h.beat) }
+
+// sweeper looks for orphaned claims, after a heartbeat of its own: the
+// host's clock may have moved (the clock seam) since the last one, and a
+// sweep must not take this host's own live claims for a dead host's.
+func (h *Host) sweeper() {
+	h.everyQuarterLease(func() {
+		h.beat()
+		if _, err := h.recoverOrphans(context.Background()); err != nil {
+			h.log.Warn("agl: recovery sweep failed", "err", err)
 		}
+	})
+}
+
+func (h *Host) beat() {
+	if err := h.heartbeat(); err != nil {
+		h.log.Warn("agl: heartbeat failed", "err", err)
 	}
 }
 
-func (h *Host) sweeper() {
+// everyQuarterLease runs f every quarter of the claim lease until the host
+// stops; it is one of the host's background goroutines (h.wg).
+func (h *Host) everyQuarterLease(f func()) {
 	defer h.wg.Done()
 	lease := time.Duration(h.cfg.ClaimLeaseMS) * time.Millisecond
 	tick := time.NewTicker(max(lease/4, 50*time.Millisecond))
@@ -57,15 +62,7 @@ func (h *Host) sweeper() {
 		case <-h.stop:
 			return
 		case <-tick.C:
-			// A heartbeat first as well: the host's clock may have moved
-			// (the clock seam) since the last one, and a sweep must not
-			// take this host's own live claims for a dead host's.
-			if err := h.heartbeat(); err != nil {
-				h.log.Warn("agl: heartbeat failed", "err", err)
-			}
-			if _, err := h.recoverOrphans(context.Background()); err != nil {
-				h.log.Warn("agl: recovery sweep failed", "err", err)
-			}
+			f()
 		}
 	}
 }

@@ -79,33 +79,7 @@ func TestModelReplayReproducesTheMinimalSequence(t *testing.T) {
 		t.Skip("runs the model twice against a sabotaged host")
 	}
 	reg, corpus := load(t)
-	const id = "openwop.model.host-events"
-	rule := ruleFor(t, id+"#skips-one")
-	run := func(s models.Settings) *runner.Row {
-		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
-		defer tgt.Close()
-		res, err := runner.Run(models.WithSettings(context.Background(), s), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		row := findRow(res.Rows, id)
-		if row == nil || row.Result != verdict.ExecutedFail {
-			t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, row)
-		}
-		return row
-	}
-	first := run(models.Settings{Seed: 20261202, ShrinkTime: unhurried})
-	saysHowToReplay(t, first, id)
-	seed := between(first.Detail, "--model-seed ", " ")
-	n, err := strconv.ParseUint(seed, 10, 64)
-	if err != nil {
-		t.Fatalf("no seed in the replay command: %s", first.Detail)
-	}
-	again := run(models.Settings{Seed: n, Budget: 1, ShrinkTime: unhurried})
-	t.Logf("%s\nreplay: %s", first.Detail, between(again.Detail, "seed ", "\n"))
-	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
-		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
-	}
+	replaysToTheSameSequence(t, reg, corpus, "openwop.model.host-events", "#skips-one", "", 0)
 }
 
 // saysHowToReplay: a failing model row carries its minimal sequence, its
@@ -342,34 +316,8 @@ func TestContractsModelReplayReproducesTheMinimalSequence(t *testing.T) {
 		t.Skip("runs the contracts model twice against a sabotaged host")
 	}
 	reg, corpus := load(t)
-	const id = "agtp.model.contracts"
-	rule := ruleFor(t, id+"#released-id-reissued")
 	// One row: the seed a row prints is that row's.
-	const row = "@req:" + id + " && @fixture:agtp-model"
-	run := func(s models.Settings) *runner.Row {
-		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
-		defer tgt.Close()
-		res, err := runner.Run(models.WithSettings(context.Background(), s), reg, corpus, runner.Options{Target: tgt, Tags: row})
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := findRow(res.Rows, id)
-		if r == nil || r.Result != verdict.ExecutedFail {
-			t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, r)
-		}
-		return r
-	}
-	first := run(models.Settings{Seed: 20261202, Budget: 60, ShrinkTime: unhurried})
-	saysHowToReplay(t, first, id)
-	seed := between(first.Detail, "--model-seed ", " ")
-	n, err := strconv.ParseUint(seed, 10, 64)
-	if err != nil {
-		t.Fatalf("no seed in the replay command: %s", first.Detail)
-	}
-	again := run(models.Settings{Seed: n, Budget: 1, ShrinkTime: unhurried})
-	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
-		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
-	}
+	replaysToTheSameSequence(t, reg, corpus, "agtp.model.contracts", "#released-id-reissued", " && @fixture:agtp-model", 60)
 }
 
 // matrixSeed is the context the model-id runs of these proofs take: the
@@ -465,12 +413,21 @@ func TestOperationsModelReplayReproducesTheMinimalSequence(t *testing.T) {
 		t.Skip("set PARLEY_MODEL_RULES=1: shrinks the operations model twice, unhurried, against a sabotaged host")
 	}
 	reg, corpus := load(t)
-	const id = "agl.model.operations"
-	rule := ruleFor(t, id+"#denial-refunds-budget")
+	replaysToTheSameSequence(t, reg, corpus, "agl.model.operations", "#denial-refunds-budget", "", 0)
+}
+
+// replaysToTheSameSequence runs model id (restricted by and, a tag
+// expression's tail, to one row: a row prints its own seed) against a host
+// broken by the id's rule variant, shrinking unhurried, then replays the
+// seed the failing row printed with a budget of 1: the replay must shrink
+// to the same minimal sequence. budget 0 is the default.
+func replaysToTheSameSequence(t *testing.T, reg *scenarios.Registry, corpus *scenarios.Corpus, id, variant, and string, budget int) {
+	t.Helper()
+	rule := ruleFor(t, id+variant)
 	run := func(s models.Settings) *runner.Row {
 		tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
 		defer tgt.Close()
-		res, err := runner.Run(models.WithSettings(context.Background(), s), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+		res, err := runner.Run(models.WithSettings(context.Background(), s), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id + and})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -480,7 +437,7 @@ func TestOperationsModelReplayReproducesTheMinimalSequence(t *testing.T) {
 		}
 		return r
 	}
-	first := run(models.Settings{Seed: 20261202, ShrinkTime: unhurried})
+	first := run(models.Settings{Seed: 20261202, Budget: budget, ShrinkTime: unhurried})
 	saysHowToReplay(t, first, id)
 	seed := between(first.Detail, "--model-seed ", " ")
 	n, err := strconv.ParseUint(seed, 10, 64)
@@ -488,6 +445,7 @@ func TestOperationsModelReplayReproducesTheMinimalSequence(t *testing.T) {
 		t.Fatalf("no seed in the replay command: %s", first.Detail)
 	}
 	again := run(models.Settings{Seed: n, Budget: 1, ShrinkTime: unhurried})
+	t.Logf("%s\nreplay: %s", first.Detail, between(again.Detail, "seed ", "\n"))
 	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
 		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
 	}
