@@ -256,27 +256,8 @@ func TestDecisionsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 		t.Skip("runs the ContractRefine scenarios against sabotaged hosts")
 	}
 	reg, corpus := load(t)
-	const id = "contractrefine.model.decisions"
-	for _, variant := range []string{"budget-reset-by-pass", "repair-frame-kept", "deny-after-pass-lost", "disabled-checks-echo"} {
-		t.Run(variant, func(t *testing.T) {
-			t.Parallel()
-			rule := ruleFor(t, id+"#"+variant)
-			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
-			defer tgt.Close()
-			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
-				onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenContractRefine)
-			}
-			res, err := runner.Run(unshrunk(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := findRow(res.Rows, id)
-			if row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "minimal sequence") {
-				t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
-			}
-			t.Logf("%s", row.Detail)
-		})
-	}
+	modelAloneCatches(t, reg, corpus, "contractrefine.model.decisions", handWrittenContractRefine,
+		"budget-reset-by-pass", "repair-frame-kept", "deny-after-pass-lost", "disabled-checks-echo")
 }
 
 // handWrittenAGTP are the hand-written AGTP RCNS scenarios: every one but
@@ -378,27 +359,7 @@ func TestOperationsModelCatchesWhatHandWrittenScenariosMiss(t *testing.T) {
 		t.Skip("runs the agl-core scenarios twice against sabotaged hosts")
 	}
 	reg, corpus := load(t)
-	const id = "agl.model.operations"
-	for _, variant := range []string{"no-effect-frees-permit", "denial-refunds-budget"} {
-		t.Run(variant, func(t *testing.T) {
-			rule := ruleFor(t, id+"#"+variant)
-			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
-			defer tgt.Close()
-			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
-				onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWrittenAGLCore)
-			}
-			res, err := runner.Run(unshrunk(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
-			if err != nil {
-				t.Fatal(err)
-			}
-			row := findRow(res.Rows, id)
-			if row == nil || row.Result != verdict.ExecutedFail || !strings.Contains(row.Detail, "minimal sequence") {
-				t.Fatalf("against a host that %s, %s is %v, want executed-fail with a minimal sequence", rule.Broken, id, row)
-			}
-			saysHowToReplay(t, row, id)
-			t.Logf("%s", row.Detail)
-		})
-	}
+	modelAloneCatches(t, reg, corpus, "agl.model.operations", handWrittenAGLCore, "no-effect-frees-permit", "denial-refunds-budget")
 }
 
 // TestOperationsModelReplayReproducesTheMinimalSequence: a failure of the
@@ -448,5 +409,35 @@ func replaysToTheSameSequence(t *testing.T, reg *scenarios.Registry, corpus *sce
 	t.Logf("%s\nreplay: %s", first.Detail, between(again.Detail, "seed ", "\n"))
 	if a, b := between(first.Detail, "minimal sequence", "seed "), between(again.Detail, "minimal sequence", "seed "); a != b {
 		t.Errorf("the replay shrank to another sequence:\nfirst:\n%s\nreplay:\n%s", a, b)
+	}
+}
+
+// modelAloneCatches runs, for each rule variant of model id, the
+// hand-written scenarios tags selects against a host broken by it (all must
+// pass, unless PARLEY_MODEL_ONLY=1), then the model id, which must fail with
+// a row that says how to replay it (read unshrunk: the replay proofs hold
+// shrinking).
+func modelAloneCatches(t *testing.T, reg *scenarios.Registry, corpus *scenarios.Corpus, id, handWritten string, variants ...string) {
+	t.Helper()
+	for _, variant := range variants {
+		t.Run(variant, func(t *testing.T) {
+			t.Parallel()
+			rule := ruleFor(t, id+"#"+variant)
+			tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: rule}
+			defer tgt.Close()
+			if os.Getenv("PARLEY_MODEL_ONLY") != "1" {
+				onlyTheModelSees(t, context.Background(), reg, corpus, tgt, rule, handWritten)
+			}
+			res, err := runner.Run(unshrunk(), reg, corpus, runner.Options{Target: tgt, Tags: "@req:" + id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			row := findRow(res.Rows, id)
+			if row == nil || row.Result != verdict.ExecutedFail {
+				t.Fatalf("against a host that %s, %s is %v, want executed-fail", rule.Broken, id, row)
+			}
+			saysHowToReplay(t, row, id)
+			t.Logf("%s", row.Detail)
+		})
 	}
 }

@@ -386,11 +386,7 @@ func (d *opsDriver) dispatch(t *rapid.T, a *opsAction) {
 	b["permit_token"] = a.permitToken
 	r, m := d.exchange(t, opsFailDispatch, what, http.MethodPost, api+"/dispatch", roleNone, b)
 	got := answerOf(r, m)
-	if r.Status == http.StatusOK {
-		d.op(t, "%s: 200 %s", what, str(m, "state"))
-	} else {
-		d.op(t, "%s: %s", what, got)
-	}
+	d.opAnswer(t, what, r, m, got)
 	if denials != nil {
 		d.expect(opsFailDispatch, what, r, got, denials)
 	} else {
@@ -401,6 +397,16 @@ func (d *opsDriver) dispatch(t *rapid.T, a *opsAction) {
 		d.m.Dispatch(a.Action)
 	}
 	d.checkEffects(what)
+}
+
+// opAnswer records an operation with its answer: the state a success
+// reports, else the refusal.
+func (d *opsDriver) opAnswer(t *rapid.T, what string, r *steps.Response, m map[string]any, got operations.Answer) {
+	if r.Status == http.StatusOK {
+		d.op(t, "%s: 200 %s", what, str(m, "state"))
+		return
+	}
+	d.op(t, "%s: %s", what, got)
 }
 
 func (d *opsDriver) dispatchChanged(t *rapid.T, a, other *opsAction) {
@@ -436,11 +442,7 @@ func (d *opsDriver) reconcile(t *rapid.T, a *opsAction, method string) {
 	refusal, state := d.m.ReconcileAllowed(a.Action, method)
 	r, m := d.exchange(t, opsFailReconcile, what, http.MethodPost, api+"/operations/"+a.operation+"/reconcile", role, body)
 	got := answerOf(r, m)
-	if r.Status == http.StatusOK {
-		d.op(t, "%s: 200 %s", what, str(m, "state"))
-	} else {
-		d.op(t, "%s: %s", what, got)
-	}
+	d.opAnswer(t, what, r, m, got)
 	if refusal != nil {
 		d.expect(opsFailReconcile, what, r, got, refusal)
 	} else {
