@@ -40,18 +40,17 @@ func (h *Host) seamWAL(w http.ResponseWriter, r *http.Request) {
 	}
 	frames := []json.RawMessage{}
 	if h.wal != nil {
-		err := h.wal.scan(func(line []byte, fr *rawFrame) error {
-			if len(kinds) > 0 && !slices.Contains(kinds, fr.Kind) {
-				return nil
+		var err error
+		frames, err = h.wal.matching(func(kind string, got map[string]string) bool {
+			if len(kinds) > 0 && !slices.Contains(kinds, kind) {
+				return false
 			}
 			for name, want := range attrs {
-				raw, ok := fr.Attrs[name]
-				if !ok || !slices.Contains(want, attrText(raw)) {
-					return nil
+				if v, ok := got[name]; !ok || !slices.Contains(want, v) {
+					return false
 				}
 			}
-			frames = append(frames, json.RawMessage(line)) // ReadBytes returned a fresh slice
-			return nil
+			return true
 		})
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, err.Error())

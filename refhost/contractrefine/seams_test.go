@@ -80,6 +80,25 @@ func TestSeamWAL(t *testing.T) {
 	})
 }
 
+// TestSeamWALSeesFramesAppendedSinceTheLastRead: the seam keeps what it
+// decoded of earlier reads, so a read must still see every frame appended
+// after it, and filter the old and the new alike.
+func TestSeamWALSeesFramesAppendedSinceTheLastRead(t *testing.T) {
+	hs := newHarness(t, Config{})
+	d1 := hs.mustPost(goodRequest("a"))
+	must(t).Len(hs.frames("kind=autonomy.preflight"), 1)
+	d2 := hs.mustPost(goodRequest("b"))
+	d3 := hs.mustPost(mutate("c", func(r *PreflightRequest) { r.Context.Zone = "prod" }))
+	var ids []string
+	for _, fr := range hs.frames("kind=autonomy.preflight") {
+		ids = append(ids, fr.stringAttr("preflight_id"))
+	}
+	expect(t).Equal([]string{d1.PreflightID, d2.PreflightID, d3.PreflightID}, ids)
+	expect(t).Len(hs.frames("attr.preflight_id="+d1.PreflightID), 1)
+	expect(t).Len(hs.frames("attr.preflight_id="+d3.PreflightID), 1)
+	expect(t).Len(hs.frames("attr.zone=prod"), 1)
+}
+
 func TestSeamWALWithoutEmitter(t *testing.T) {
 	hs := newHarness(t, Config{Emitter: "none"})
 	expect(t).Empty(hs.frames(""))

@@ -73,6 +73,29 @@ type wal struct {
 	failRdAgents map[string]bool
 	broken       error // set once the file's tail can no longer be trusted
 	closed       bool
+
+	// seam is what the WAL read seam filters on, for every committed
+	// frame it has already decoded (seamIndex).
+	seam seamIndex
+}
+
+// seamIndex keeps, for each committed frame a read of the seam has already
+// decoded, where the frame lies and what the seam filters on, so that each
+// read decodes only the frames appended since the one before. Without it
+// every read decoded the whole file: a fixture host's WAL holds the frames
+// of every scenario that leased it, and reading it per step grew with the
+// square of the run. Built only when the seam is asked (seams are off
+// unless the host is started with them).
+type seamIndex struct {
+	mu     sync.Mutex // serializes reads of the seam
+	frames []seamFrame
+	size   int64 // bytes of the file the index covers
+}
+
+type seamFrame struct {
+	loc   frameLoc
+	kind  string
+	attrs map[string]string // attrText of each attribute
 }
 
 // openWAL opens (creating if needed) the WAL in dir, truncates a torn final
@@ -254,6 +277,52 @@ func (w *wal) scan(fn func(line []byte, fr *rawFrame) error) error {
 			return err
 		}
 	}
+}
+
+// matching returns, in file order, the committed frames keep accepts, each
+// read back from the file as it was written.
+func (w *wal) matching(keep func(kind string, attrs map[string]string) bool) ([]json.RawMessage, error) {
+	w.mu.Lock()
+	size, closed := w.size, w.closed
+	w.mu.Unlock()
+	if closed {
+		return nil, errWALClosed
+	}
+	x := &w.seam
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if size > x.size {
+		r := bufio.NewReaderSize(io.NewSectionReader(w.f, x.size, size-x.size), 64<<10)
+		for off := x.size; off < size; {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return nil, fmt.Errorf("wal: read at offset %d: %w", off, err)
+			}
+			var fr rawFrame
+			if err := json.Unmarshal(line[:len(line)-1], &fr); err != nil {
+				return nil, fmt.Errorf("wal: decode frame at offset %d: %w", off, err)
+			}
+			attrs := make(map[string]string, len(fr.Attrs))
+			for name, raw := range fr.Attrs {
+				attrs[name] = attrText(raw)
+			}
+			x.frames = append(x.frames, seamFrame{loc: frameLoc{off: off, n: len(line) - 1}, kind: fr.Kind, attrs: attrs})
+			off += int64(len(line))
+		}
+		x.size = size
+	}
+	out := []json.RawMessage{}
+	for _, f := range x.frames {
+		if !keep(f.kind, f.attrs) {
+			continue
+		}
+		buf := make([]byte, f.loc.n)
+		if _, err := w.f.ReadAt(buf, f.loc.off); err != nil {
+			return nil, fmt.Errorf("wal: read frame at offset %d: %w", f.loc.off, err)
+		}
+		out = append(out, buf)
+	}
+	return out, nil
 }
 
 func (w *wal) close() error {
