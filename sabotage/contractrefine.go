@@ -1008,12 +1008,12 @@ func sharedBudget(part func(ladder) string, counts *map[string]int) func(x *Exch
 
 // v7ids is the preflight-id rule's host: every preflight id it issues is
 // a UUIDv7 standing for the reference host's own id, in both directions.
-var v7ids = &idSwap{fake: map[string]string{}, real: map[string]string{}}
+var v7ids = &idSwap{}
 
 type idSwap struct {
 	mu   sync.Mutex
-	fake map[string]string // real -> fake
-	real map[string]string // fake -> real
+	fake idMap // real -> fake
+	real idMap // fake -> real
 }
 
 // toFake replaces the host's ids by their stand-ins in b, minting a
@@ -1024,26 +1024,21 @@ func (s *idSwap) toFake(x *Exchange, status int, b []byte) []byte {
 	if isPreflightPost(x) && status == http.StatusOK {
 		var d map[string]any
 		if json.Unmarshal(b, &d) == nil {
-			if id, _ := d["preflight_id"].(string); id != "" && s.fake[id] == "" {
+			if id, _ := d["preflight_id"].(string); id != "" && !s.fake.has(id) {
 				f := uuid.Must(uuid.NewV7()).String()
-				s.fake[id], s.real[f] = f, id
+				s.fake.set(id, f)
+				s.real.set(f, id)
 			}
 		}
 	}
-	for r, f := range s.fake {
-		b = bytes.ReplaceAll(b, []byte(r), []byte(f))
-	}
-	return b
+	return s.fake.apply(b)
 }
 
 // toReal replaces stand-ins by the host's ids in v.
 func (s *idSwap) toReal(v string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for f, r := range s.real {
-		v = strings.ReplaceAll(v, f, r)
-	}
-	return v
+	return s.real.applyString(v)
 }
 
 func (s *idSwap) response(x *Exchange, r *Response) { r.Body = s.toFake(x, r.Status, r.Body) }
@@ -1100,13 +1095,13 @@ func forward(x *Exchange, path, query string, header http.Header, body string) *
 
 // reusedAudit is the audit-id rule's host: every audit_id it gives a
 // decision reads as the one id reusedAuditID.
-var reusedAudit = &auditReuse{real: map[string]bool{}}
+var reusedAudit = &auditReuse{}
 
 const reusedAuditID = "3f1c2a9e-8b7d-4c6e-9a5f-0d1e2f3a4b5c"
 
 type auditReuse struct {
 	mu   sync.Mutex
-	real map[string]bool // the audit ids the host gave its decisions
+	real idMap // the audit ids the host gave its decisions -> the reused one
 }
 
 // response learns the audit_id of a decision POST answered and shows every
@@ -1117,13 +1112,11 @@ func (a *auditReuse) response(x *Exchange, r *Response) {
 	if isPreflightPost(x) && r.Status == http.StatusOK {
 		if d := r.JSON(); d != nil {
 			if id, _ := d["audit_id"].(string); id != "" {
-				a.real[id] = true
+				a.real.set(id, reusedAuditID)
 			}
 		}
 	}
-	for id := range a.real {
-		r.Body = bytes.ReplaceAll(r.Body, []byte(id), []byte(reusedAuditID))
-	}
+	r.Body = a.real.apply(r.Body)
 }
 
 // intercept reads the WAL for the reused id as a host that stored it
