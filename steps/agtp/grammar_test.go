@@ -1,17 +1,15 @@
 package agtp_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/parley-conformance/parley/runner"
-	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/schemas"
 	agtpsteps "github.com/parley-conformance/parley/steps/agtp"
 	"github.com/parley-conformance/parley/target"
@@ -316,8 +314,8 @@ func TestTheGrammarCheckRefusesWhatTheTextsForbid(t *testing.T) {
 	}
 }
 
-// TestFixturesObeyTheGrammar runs the AGTP corpus against the reference
-// host and checks every request the steps send (its method, target,
+// TestFixturesObeyTheGrammar runs the AGTP corpus (the body-form runs,
+// runsInEachForm) and checks every request the steps send (its method, target,
 // Agent-ID, claim, and a proposal's method, path and scopes), every recipe
 // they write through the seam, and every configuration section they ask a
 // host to run with (methods, identity documents, capabilities, endpoints,
@@ -325,49 +323,25 @@ func TestTheGrammarCheckRefusesWhatTheTextsForbid(t *testing.T) {
 // what a scenario says it sends malformed on purpose.
 func TestFixturesObeyTheGrammar(t *testing.T) {
 	t.Parallel() // waits on hosts of its own
-	if testing.Short() {
-		t.Skip("runs the AGTP corpus")
-	}
-	reg, corpus, err := scenarios.Load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu        sync.Mutex
-		problems  = map[string]bool{}
-		requests  int
-		onPurpose int
-	)
-	// The suite's requests are checked against the catalog and the methods
-	// every configuration declares (PENCIL); a method only some
-	// configurations declared would be caught by the section check.
-	g := newGrammar([]string{"PENCIL"})
-	agtpsteps.SendHook = func(x agtpsteps.Sent) {
-		p := g.sent(x)
-		mu.Lock()
-		defer mu.Unlock()
-		requests++
-		if len(x.OnPurpose) > 0 {
-			onPurpose++
+	runs := runsInEachForm(t)
+	var cfgs []target.Config
+	for _, form := range bodyForms {
+		run := runs[form]
+		if run.err != nil {
+			t.Fatal(run.err)
 		}
-		for _, s := range p {
-			problems[s] = true
+		for _, r := range run.res.Rows {
+			if r.Result != verdict.ExecutedPass {
+				t.Errorf("%s (%s body form): %s (%s)", r.ID, form, r.Result, r.Detail)
+			}
 		}
+		cfgs = append(cfgs, run.configs...)
 	}
-	defer func() { agtpsteps.SendHook = nil }()
-	tgt := target.NewRefhost()
-	defer tgt.Close()
-	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: "@profile:agtp-rcns"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res.Rows {
-		if r.Result != verdict.ExecutedPass {
-			t.Errorf("%s: %s (%s)", r.ID, r.Result, r.Detail)
-		}
-	}
+	sent.mu.Lock()
+	problems, requests, onPurpose := maps.Clone(sent.problems), sent.requests, sent.onPurpose
+	sent.mu.Unlock()
 	configs := 0
-	for _, cfg := range tgt.Configurations() {
+	for _, cfg := range cfgs {
 		raw := cfg.Section("agtp")
 		if len(raw) == 0 {
 			continue
@@ -389,4 +363,30 @@ func TestFixturesObeyTheGrammar(t *testing.T) {
 		t.Error(s)
 	}
 	t.Logf("checked %d requests and seam edits (%d from scenarios sending a malformed value on purpose) and %d configurations", requests, onPurpose, configs)
+}
+
+// sendLog gathers what the grammar finds in every request the AGTP steps
+// send (agtpsteps.SendHook) while the body-form runs are made.
+type sendLog struct {
+	mu                  sync.Mutex
+	problems            map[string]bool
+	requests, onPurpose int
+}
+
+// sentGrammar checks the suite's requests against the catalog and the
+// methods every configuration declares (PENCIL); a method only some
+// configurations declared would be caught by the section check.
+var sentGrammar = newGrammar([]string{"PENCIL"})
+
+func (l *sendLog) record(x agtpsteps.Sent) {
+	p := sentGrammar.sent(x)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.requests++
+	if len(x.OnPurpose) > 0 {
+		l.onPurpose++
+	}
+	for _, s := range p {
+		l.problems[s] = true
+	}
 }
