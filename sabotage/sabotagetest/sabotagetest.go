@@ -25,6 +25,7 @@ import (
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
+	agtp "github.com/parley-conformance/parley/wire/agtp"
 )
 
 // Load reads the registry and the corpus.
@@ -483,12 +484,17 @@ func noPowerCut(id string) bool {
 	return strings.HasSuffix(id, "power-cut") && lazyfs.Available() != nil
 }
 
-// Transparent is the control: the proxy with a rule that changes nothing
+// Transparent is the control: the proxies with a rule that changes nothing
 // must leave every requirement of family ("" for all) passing, so a
-// sabotage failure is the rule's doing and not the proxy's.
+// sabotage failure is the rule's doing and not the proxies'. The rule has
+// the HTTP answer hook and both AGTP/1.0 hooks, so every exchange of the
+// family passes through a proxy that buffers it (over TLS 1.3 and
+// plaintext loopback alike, for AGTP).
 func Transparent(t *testing.T, family string) {
 	reg, corpus := Load(t)
-	noop := sabotage.Rule{ID: "none", Response: func(*sabotage.Exchange, *sabotage.Response) {}}
+	noop := sabotage.Rule{ID: "none", Response: func(*sabotage.Exchange, *sabotage.Response) {},
+		AGTPRequest: func(*sabotage.AGTPExchange) *agtp.Response { return nil },
+		AGTP:        func(*sabotage.AGTPExchange, *agtp.Response) {}}
 	tgt := &sabotage.Target{Inner: target.NewRefhost(), Rule: noop}
 	defer tgt.Close()
 	res, err := runner.Run(context.Background(), reg, corpus, runner.Options{Target: tgt, Tags: FamilyTags(corpus, family)})
