@@ -9,7 +9,9 @@ import (
 )
 
 // TestCertifyTheReferenceHost is how an implementer certifies a host from
-// their own go test; here the host is the bundled reference host. In your
+// their own go test; here the host is the bundled reference host, on the
+// ContractRefine profiles (the whole corpus against it is the runner's
+// test, TestRefhostPassesEveryRequirement; this one shows the API). In your
 // repository, certify your own:
 //
 //	certify.Run(t, certify.Exec("./my-host-adapter"), certify.Profiles("agtp-rcns"), certify.Bundle("parley-out"))
@@ -20,7 +22,7 @@ import (
 //	go test -json ./certify | grep '"Test":"TestCertifyTheReferenceHost/'
 func TestCertifyTheReferenceHost(t *testing.T) {
 	out := t.TempDir()
-	o := certify.Run(t, certify.Refhost(), certify.Bundle(out))
+	o := certify.Run(t, certify.Refhost(), certify.Profiles("contractrefine-preflight", "contractrefine-tool-binding"), certify.Bundle(out))
 	if o.Statement.Predicate.Totals.ExecutedPass == 0 {
 		t.Fatal("nothing passed")
 	}
