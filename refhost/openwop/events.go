@@ -143,6 +143,7 @@ func (h *Host) serveHostEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.streams.Done()
+	draining := h.drainOf(r)
 
 	ctx := r.Context()
 	var cursor int64
@@ -213,6 +214,8 @@ func (h *Host) serveHostEvents(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 			return
 		case <-h.closing:
+			return
+		case <-draining:
 			return
 		}
 	}

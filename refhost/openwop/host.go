@@ -34,6 +34,10 @@ type Host struct {
 	streams   sync.WaitGroup
 	closing   chan struct{}
 	closeOnce sync.Once
+	// drains holds, per http.Server serving event streams, a channel
+	// closed when that server begins a graceful shutdown (drainOf).
+	drainMu sync.Mutex
+	drains  map[*http.Server]chan struct{}
 }
 
 // Paths are the URL patterns Handler serves, for a caller that mounts it on
@@ -65,6 +69,7 @@ func Open(cfg Config, env hostenv.Env) (*Host, error) {
 		store:    st,
 		sessions: newMCPSessions(r.maxMCPSessions),
 		closing:  make(chan struct{}),
+		drains:   map[*http.Server]chan struct{}{},
 		out: &http.Client{
 			Timeout: r.outboundTimeout,
 			// A peer's redirect could point the host anywhere; the seam named
@@ -255,6 +260,34 @@ func (h *Host) readBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// drainOf returns a channel closed when the http.Server serving r begins a
+// graceful shutdown (nil when r names no server). http.Server.Shutdown
+// waits for every active request, and an event stream stays active until
+// its subscriber leaves, so without this a clean stop would wait out its
+// deadline and then cut the connections anyway; ending the streams between
+// frames lets the shutdown finish at once, and a subscriber resumes with
+// Last-Event-ID.
+func (h *Host) drainOf(r *http.Request) <-chan struct{} {
+	srv, _ := r.Context().Value(http.ServerContextKey).(*http.Server)
+	if srv == nil {
+		return nil
+	}
+	h.drainMu.Lock()
+	defer h.drainMu.Unlock()
+	if ch, ok := h.drains[srv]; ok {
+		return ch
+	}
+	ch := make(chan struct{})
+	h.drains[srv] = ch
+	srv.RegisterOnShutdown(func() {
+		h.drainMu.Lock()
+		delete(h.drains, srv)
+		h.drainMu.Unlock()
+		close(ch)
+	})
+	return ch
 }
 
 // join registers an open stream unless the host is closing.

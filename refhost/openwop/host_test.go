@@ -652,3 +652,19 @@ func TestMCPRejectsForeignOrigin(t *testing.T) {
 	n, _ := f.host.store.unattributedCount(ctx())
 	assert.Zero(t, n)
 }
+
+// A graceful stop of the server does not wait on open event streams: they
+// end between frames, so Shutdown returns before any deadline (a host that
+// kept them would have Shutdown wait out its context and fail here).
+func TestServerShutdownEndsStreams(t *testing.T) {
+	f := start(t, testConfig, "")
+	s := f.dial(t, "k1", "")
+	_, err := (&a2a.Client{APIKey: "k1"}).FetchAgentCard(ctx(), f.srv.URL+"/a2a/agent-card.json", "1.0")
+	require.NoError(t, err)
+	next(t, s)
+	sctx, cancel := context.WithTimeout(ctx(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, f.srv.Config.Shutdown(sctx))
+	_, err = s.Until(5*time.Second, func(fr sse.Frame) bool { return false })
+	assert.ErrorIs(t, err, io.EOF)
+}
