@@ -31,3 +31,30 @@ func TestLibraryLogTakesLibraryOutput(t *testing.T) {
 		t.Error("the library log still receives lines after restore")
 	}
 }
+
+// Runs that overlap in one process each get the library's lines while they
+// last, and the loggers come back only when the last of them ends, in
+// whatever order they end.
+func TestOverlappingRunsShareTheLibraryLog(t *testing.T) {
+	before := log.Writer()
+	var a, b bytes.Buffer
+	restoreA := LibraryLog(&a)
+	restoreB := LibraryLog(&b)
+	log.Printf("both")
+	restoreA()
+	log.Printf("only b")
+	if log.Writer() == before {
+		t.Fatal("the loggers were put back while a run still wanted the library log")
+	}
+	restoreB()
+	restoreA() // a second call changes nothing
+	if log.Writer() != before {
+		t.Error("the loggers were not put back after the last run ended")
+	}
+	if !strings.Contains(a.String(), "both") || strings.Contains(a.String(), "only b") {
+		t.Errorf("run a's log: %q", a.String())
+	}
+	if !strings.Contains(b.String(), "both") || !strings.Contains(b.String(), "only b") {
+		t.Errorf("run b's log: %q", b.String())
+	}
+}

@@ -35,6 +35,7 @@ func runTo(args ...string) (string, int) {
 // alike, and the console says so once, with the host's log line, in at most
 // 25 lines.
 func TestAHostThatNeverStartsPrintsOneCause(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	got, code := runTo("run", "--target", "exec", "--exec", "echo boom-on-stderr >&2; exit 1", "--out", out)
 	if code != exitFailed {
@@ -58,6 +59,7 @@ func TestAHostThatNeverStartsPrintsOneCause(t *testing.T) {
 // TestADeclineReasonReachesTheConsoleWhole: a 200-character reason is
 // wrapped, not cut.
 func TestADeclineReasonReachesTheConsoleWhole(t *testing.T) {
+	t.Parallel()
 	reason := strings.TrimSpace(strings.Repeat("this host cannot take the configuration because of reason ", 4))[:200]
 	out := t.TempDir()
 	script := filepath.Join(out, "host.sh")
@@ -88,6 +90,7 @@ func unwrap(s string) string {
 }
 
 func TestWrapKeepsEveryWordAndBreaks(t *testing.T) {
+	t.Parallel()
 	text := strings.Repeat("word ", 60) + "\n  indented line\nhttp://" + strings.Repeat("x", 120)
 	got := wrap(text, "    ", 40)
 	for _, l := range strings.Split(strings.TrimRight(got, "\n"), "\n") {
@@ -109,6 +112,7 @@ func TestWrapKeepsEveryWordAndBreaks(t *testing.T) {
 // A long host log tail reads on the console as its first line and last few
 // lines, saying how many are in the report.
 func TestConsoleDetailKeepsTheTail(t *testing.T) {
+	t.Parallel()
 	d := "the host did not start; its last log lines:"
 	for i := 0; i < 20; i++ {
 		d += "\n  log line " + strings.Repeat("x", i)
@@ -123,6 +127,7 @@ func TestConsoleDetailKeepsTheTail(t *testing.T) {
 }
 
 func TestPrintGroupsCountsOneCause(t *testing.T) {
+	t.Parallel()
 	var rows []verdict.Row
 	for _, id := range []string{"a.one", "a.two", "a.three"} {
 		r := verdict.Row{ID: id, Scenarios: []verdict.ScenarioResult{{URI: "a.feature", Line: 1, Name: "n", Result: verdict.ExecutedFail, Detail: "it exited"}}}
@@ -139,6 +144,7 @@ func TestPrintGroupsCountsOneCause(t *testing.T) {
 
 // Help shows what a flag's value is, not a command line.
 func TestRunHelpShowsValueTypes(t *testing.T) {
+	t.Parallel()
 	got, _ := runTo("run", "--help")
 	for _, want := range []string{"--key file", "--out dir", "--exec command", "--subject NAME=sha256:HEX"} {
 		if !strings.Contains(got, want) {
@@ -152,6 +158,7 @@ func TestRunHelpShowsValueTypes(t *testing.T) {
 
 // The requirements list says why a run reports fewer ids than it lists.
 func TestRequirementsFooterExplainsTheCount(t *testing.T) {
+	t.Parallel()
 	got, code := runTo("requirements")
 	if code != exitOK {
 		t.Fatalf("exit %d", code)

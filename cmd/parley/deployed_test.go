@@ -91,6 +91,7 @@ func deploy(t *testing.T, config string) json.RawMessage {
 // through the url target: nothing fails, and what cannot be witnessed on a
 // host the suite did not start (restarts, crashes) is blocked, not failed.
 func TestHostsDeployedFromTheFixturesCertifyThroughTheURLTarget(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("deploys a host per fixture and runs the whole corpus")
 	}
@@ -134,6 +135,7 @@ func TestHostsDeployedFromTheFixturesCertifyThroughTheURLTarget(t *testing.T) {
 // Bad input to the url target is a usage error naming what to fix, never a
 // failed requirement and never a hang.
 func TestDeployedHostsBadInputIsAUsageError(t *testing.T) {
+	t.Parallel()
 	dir, m := writeFixtures(t)
 	first := m.Fixtures[0]
 	other := m.Fixtures[len(m.Fixtures)-1]
@@ -169,6 +171,7 @@ func TestDeployedHostsBadInputIsAUsageError(t *testing.T) {
 // A fixture whose host is listed but does not answer blocks its scenarios,
 // naming the fixture; the other fixtures' scenarios are not run against it.
 func TestADeployedHostThatDoesNotAnswerBlocksItsFixture(t *testing.T) {
+	t.Parallel()
 	dir, m := writeFixtures(t)
 	var e fixtures.Entry
 	for _, x := range m.Fixtures {

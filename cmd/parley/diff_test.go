@@ -60,6 +60,7 @@ func sabotagedBundle(t *testing.T, rule, keyPath, out string, tamper func(*evide
 // regressed and exits 1; the reverse names it newly passing and exits 0;
 // bundles of different registries are refused unless asked.
 func TestDiffNamesWhatRegressed(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if code := execute([]string{"keygen", "--out", dir}); code != exitOK {
 		t.Fatal("keygen failed")

@@ -10,17 +10,21 @@ import (
 	"testing"
 
 	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/internal/testpar"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
 )
 
 // The test binary doubles as the parley command when PARLEY_AS_MAIN is set,
 // so the exec target can be tested against `parley refhost` without a build.
+// As tests, most wait on hosts (of their own, through the exec and url
+// targets): four run at once, not go test's default of one per core
+// (-parallel on the command line wins).
 func TestMain(m *testing.M) {
 	if os.Getenv("PARLEY_AS_MAIN") == "1" {
 		os.Exit(execute(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	testpar.Main(m, 4)
 }
 
 func self(t *testing.T) string {
@@ -35,6 +39,7 @@ func self(t *testing.T) string {
 const slice = "@profile:contractrefine-tool-binding"
 
 func TestRunWritesAVerifiableBundleAndReports(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	if code := execute([]string{"run", "--quiet", "--tags", slice, "--out", out}); code != exitOK {
 		t.Fatalf("run exited %d", code)
@@ -68,6 +73,7 @@ func TestRunWritesAVerifiableBundleAndReports(t *testing.T) {
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	for _, args := range [][]string{
 		{"run", "--out", out, "--tags", "@req:no.such.requirement"},
@@ -102,6 +108,7 @@ func TestEnvironmentSuppliesFlagsAndFlagsWin(t *testing.T) {
 }
 
 func TestKeygenAndSignedRun(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if code := execute([]string{"keygen", "--out", dir}); code != exitOK {
 		t.Fatalf("keygen exited %d", code)
@@ -133,6 +140,7 @@ func TestKeygenAndSignedRun(t *testing.T) {
 // TestExecTargetCertifiesTheRefhostAsAnExternalHost runs `parley refhost`
 // through the exec adapter contract.
 func TestExecTargetCertifiesTheRefhostAsAnExternalHost(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", self(t) + " refhost", "--tags", "@profile:contractrefine-preflight", "--out", out})
 	if code != exitOK {
@@ -148,6 +156,7 @@ func TestExecTargetCertifiesTheRefhostAsAnExternalHost(t *testing.T) {
 // its ready line is the host's failure, for every requirement it was asked
 // to serve, never a blocked (and never a green) run.
 func TestAHostThatNeverStartsFailsEveryRequirement(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	if code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", "/bin/false", "--out", out}); code != exitFailed {
 		t.Fatalf("a host that never starts: exit %d, want %d", code, exitFailed)
@@ -185,6 +194,7 @@ func declining(t *testing.T, all bool) string {
 // fails the run unless a partial certification is asked for, which the
 // bundle records.
 func TestADeclinedConfigurationIsBlockedWithItsReason(t *testing.T) {
+	t.Parallel()
 	adapter := declining(t, false)
 	out := t.TempDir()
 	args := []string{"run", "--quiet", "--target", "exec", "--exec", adapter, "--tags", slice, "--out", out}
@@ -220,6 +230,7 @@ func TestADeclinedConfigurationIsBlockedWithItsReason(t *testing.T) {
 // declined nothing was witnessed, and even --allow-blocked does not make
 // that a certification.
 func TestARunThatWitnessesNothingNeverSucceeds(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", declining(t, true), "--tags", slice, "--out", out, "--allow-blocked"})
 	if code != exitIncomplete {
@@ -233,6 +244,7 @@ func TestARunThatWitnessesNothingNeverSucceeds(t *testing.T) {
 // runs): the enforce scenarios run against it and fail, and every other
 // fixture's scenarios, which no listed host runs, are blocked.
 func TestURLTargetBlocksWhatIsNotDeployedAndFailsWhatItBreaks(t *testing.T) {
+	t.Parallel()
 	dir, _ := writeFixtures(t)
 	var ready target.ReadyLine
 	if err := json.Unmarshal(deploy(t, filepath.Join(dir, "contractrefine-advisory.json")), &ready); err != nil {
@@ -274,6 +286,7 @@ func readStatement(t *testing.T, out string) evidence.Statement {
 // host and the role keys of an AGL host are in their configurations, which
 // the bundle lists; neither reaches the bundle, the report or the JUnit file.
 func TestNothingSecretLeavesTheRun(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	tags := "@req:agtp.rcns.gate.server-policy-disabled,@req:agl.authority.issued-only-by-service"
 	if code := execute([]string{"run", "--quiet", "--tags", tags, "--out", out}); code != exitOK {
@@ -319,6 +332,7 @@ func TestNothingSecretLeavesTheRun(t *testing.T) {
 // bundle for another build; a host that names none is "undeclared", never
 // the hash of the interpreter that ran it.
 func TestTheSubjectIsTheHostBuild(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	digest := strings.Repeat("5a", 32)
 	script := filepath.Join(dir, "host.sh")
@@ -367,6 +381,7 @@ func TestTheSubjectIsTheHostBuild(t *testing.T) {
 // what the bundle says (a blocked scenario is not "skipped" there), and a
 // later run narrowed with --format leaves no earlier bundle in --out.
 func TestReportsAgreeWithTheVerdictsAndNothingStaleRemains(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	if code := execute([]string{"run", "--quiet", "--target", "exec", "--exec", declining(t, false), "--tags", slice, "--out", out}); code != exitFailed {
 		t.Fatalf("exit %d, want %d", code, exitFailed)
@@ -433,6 +448,7 @@ func TestReportsAgreeWithTheVerdictsAndNothingStaleRemains(t *testing.T) {
 // witnessed (exit 3) and still writes every report, cucumber.json an empty
 // list, rather than failing on a report godog never wrote.
 func TestAProfileThatLeavesOutEveryTaggedScenarioSaysSo(t *testing.T) {
+	t.Parallel()
 	out := t.TempDir()
 	if code := execute([]string{"run", "--quiet", "--out", out, "--tags", "@req:agl.delegation.attenuates", "--profile", "agl-core"}); code != exitIncomplete {
 		t.Fatalf("exit %d, want %d", code, exitIncomplete)

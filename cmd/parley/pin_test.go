@@ -105,6 +105,7 @@ func docPins(t *testing.T) map[string][]string {
 // TestNoDocPinsAVersionTheRepositoryLacks: an adopter copies the version
 // the docs pin; it must resolve from this repository's history.
 func TestNoDocPinsAVersionTheRepositoryLacks(t *testing.T) {
+	t.Parallel()
 	pins := docPins(t)
 	if len(pins) == 0 {
 		t.Fatal("no doc pins a parley version; docs/certify.md and the workflow should")
@@ -118,6 +119,7 @@ func TestNoDocPinsAVersionTheRepositoryLacks(t *testing.T) {
 }
 
 func TestPinsAreCheckedAgainstTheHistory(t *testing.T) {
+	t.Parallel()
 	if !pseudoVersion.MatchString("v0.0.0-20261201174216-610c020385c1") || pseudoVersion.MatchString("v0.2.0") {
 		t.Fatal("pseudo-version pattern")
 	}

@@ -11,6 +11,7 @@ import (
 // refhost` (SIGTERM, then SIGKILL for a crash) and runs it again with the
 // same configuration; its state directory keeps what it answered.
 func TestTheExecTargetRestartsAHostOnItsState(t *testing.T) {
+	t.Parallel()
 	tgt, err := target.NewExec(self(t) + " refhost")
 	if err != nil {
 		t.Fatal(err)
@@ -23,6 +24,7 @@ func TestTheExecTargetRestartsAHostOnItsState(t *testing.T) {
 // stops `parley refhost` and runs it again with a configuration file holding
 // the changed configuration, on the same state directory.
 func TestTheExecTargetRestartsAHostUnderAChangedConfiguration(t *testing.T) {
+	t.Parallel()
 	tgt, err := target.NewExec(self(t) + " refhost")
 	if err != nil {
 		t.Fatal(err)

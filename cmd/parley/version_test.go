@@ -9,6 +9,7 @@ import (
 // TestVersionNamesTheBuild: `parley --version` and `parley version` print
 // the module version, the commit and the dirty flag from the build info.
 func TestVersionNamesTheBuild(t *testing.T) {
+	t.Parallel()
 	want := regexp.MustCompile(`^parley \S+\ncommit ([0-9a-f]{12,40}|unknown)\ndirty (true|false)\n$`)
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		root := newRoot()

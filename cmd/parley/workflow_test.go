@@ -32,6 +32,7 @@ type workflow struct {
 // host. The commands must succeed as
 // written, and leave a bundle the verify step accepts.
 func TestTheCopyableWorkflowWorks(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile("../../docs/certify/github-actions.yml")
 	if err != nil {
 		t.Fatal(err)
