@@ -224,6 +224,11 @@ class Host:
                         "account": a.get("account", ""), "slots": threading.BoundedSemaphore(n), "capacity": n, "in_use": 0, "waiting": 0,
                         "wait": a.get("admission_wait_ms") or self.admission_wait}
         self.flights = {}
+        # Recovery sweeps under way and the resumptions they started: POST
+        # recover answers only once none is left (the binding: the seam
+        # answers when every resumption in flight has decided).
+        self.resuming = 0
+        self.resumed = threading.Condition()
         with self.store.tx() as c:
             c.execute("INSERT OR IGNORE INTO meta(k,v) VALUES('audit_key',?)", (secrets.token_hex(32),))
             self.audit_key = bytes.fromhex(c.execute("SELECT v FROM meta WHERE k='audit_key'").fetchone()[0])
@@ -1722,6 +1727,31 @@ class Host:
     # -- recovery and retention ------------------------------------------------------
 
     def recover(self):
+        # A sweep counts as in flight until it has started its resumptions,
+        # so that POST recover never takes the gap between this sweep's
+        # commit and their start for "decided".
+        self.begin_resuming()
+        try:
+            self.recover_orphans()
+        finally:
+            self.end_resuming()
+
+    def begin_resuming(self):
+        with self.resumed:
+            self.resuming += 1
+
+    def end_resuming(self):
+        with self.resumed:
+            self.resuming -= 1
+            self.resumed.notify_all()
+
+    def resume_counted(self, oid):
+        try:
+            self.resume(oid)
+        finally:
+            self.end_resuming()
+
+    def recover_orphans(self):
         cutoff = self.now() - self.lease
         recovered = []
         with self.store.tx() as c:
@@ -1745,7 +1775,8 @@ class Host:
                                             resource_state=rs, detail="the claim's host stopped"))
             c.execute("DELETE FROM instances WHERE heartbeat_at < ? AND id <> ?", (cutoff - self.lease, self.instance))
         for oid in recovered:
-            threading.Thread(target=self.resume, args=(oid,), daemon=True).start()
+            self.begin_resuming()
+            threading.Thread(target=self.resume_counted, args=(oid,), daemon=True).start()
 
     @staticmethod
     def same_deployment(bound, dest):
@@ -1911,6 +1942,13 @@ class Host:
 
     def s_recover(self, rq):
         self.recover()
+        # Answer once every resumption in flight (this sweep's or an earlier
+        # tick's) has decided, its state and audit records written. A
+        # resumption is bounded by the handler's timeout; past that and a
+        # margin the seam says it could not wait.
+        with self.resumed:
+            if not self.resumed.wait_for(lambda: self.resuming == 0 or self.stop.is_set(), timeout=self.handler_timeout / 1000.0 + 30):
+                raise deny(503, "recovery_in_flight", "persistence_failure", 0, "a resumption had not decided in time")
         return 200, {"recovered": 0}
 
     def s_instance(self, rq):
