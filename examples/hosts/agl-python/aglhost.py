@@ -8,6 +8,7 @@ and the AGL proposal. Run it the way parley's exec target does:
 It prints {"parley":"ready","http":"http://127.0.0.1:PORT"} once it serves.
 """
 
+import fcntl
 import hashlib
 import hmac
 import http.client
@@ -204,6 +205,16 @@ class Host:
         self.evidence = evidence.Evidence(self, deny, strict, new_id, ts, jdump, jload)  # evidence.py
         delegation.migrate(self.store)
         self.instance = new_id("inst_")
+        # Liveness beyond the heartbeat: an instance holds an exclusive lock
+        # on a file of its own beside the store for as long as its process
+        # lives, and the kernel drops it when the process dies, however it
+        # dies. A host that can take an instance's lock knows that instance
+        # stopped, and settles its claims without waiting out the lease.
+        # Every host sharing a SQLite store in WAL mode is on this machine.
+        self.locks_dir = db + ".instances"
+        os.makedirs(self.locks_dir, exist_ok=True)
+        self.life = open(os.path.join(self.locks_dir, self.instance + ".lock"), "w")
+        fcntl.flock(self.life, fcntl.LOCK_EX)
         self.clock_offset = 0
         self.stop = threading.Event()
         self.faults = []
@@ -345,8 +356,32 @@ class Host:
         try:
             with self.store.tx() as c:
                 c.execute("DELETE FROM instances WHERE id=?", (self.instance,))
+            os.unlink(os.path.join(self.locks_dir, self.instance + ".lock"))
         except Exception:  # noqa: BLE001
             pass
+
+    def stopped(self, owner):
+        """Whether instance owner is known to have stopped: it held the lock
+        on its file for as long as its process lived. Without a lock file
+        (an instance of another build) nothing is known."""
+        if not owner or owner == self.instance or not re.fullmatch(r"[A-Za-z0-9_-]+", owner):
+            return False
+        path = os.path.join(self.locks_dir, owner + ".lock")
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        os.close(fd)
+        return True
 
     # -- helpers for rows ---------------------------------------------------------
 
@@ -1755,11 +1790,19 @@ class Host:
         cutoff = self.now() - self.lease
         recovered = []
         with self.store.tx() as c:
-            rows = c.execute("SELECT * FROM operations WHERE state='Claimed' AND (owner IS NULL OR owner NOT IN (SELECT id FROM instances WHERE heartbeat_at >= ?))",
-                             (cutoff,)).fetchall()
+            alive = {r[0] for r in c.execute("SELECT id FROM instances WHERE heartbeat_at >= ?", (cutoff,)).fetchall()}
+            dead = {}
+            rows = c.execute("SELECT * FROM operations WHERE state='Claimed'").fetchall()
             for o in rows:
                 if o["owner"] == self.instance:
                     continue
+                if o["owner"] in alive:
+                    # Silent for less than the lease: stopped only if its
+                    # lock says so.
+                    if o["owner"] not in dead:
+                        dead[o["owner"]] = self.stopped(o["owner"])
+                    if not dead[o["owner"]]:
+                        continue
                 res = {"kind": "uncertain", "reason": "the host stopped while the operation was claimed"}
                 n = c.execute("UPDATE operations SET state='Unknown', outcome=?, updated_at=? WHERE id=? AND state='Claimed'",
                               (jdump(res), self.now(), o["id"])).rowcount
