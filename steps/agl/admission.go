@@ -171,7 +171,7 @@ func registerAdmission(c *steps.Catalog) {
 			ms = n
 		}
 		return st(ctx).armHold(ctx, holdBoundary[where], ms)
-	})
+	}).WaitsAsWritten(time.Millisecond) // the pause asked of a host that cannot hold: its scenario waits on purpose that long (or, holding, for the admission wait it outlasts), so its file starts first
 	c.When(`^the suite releases the dispatch held (in the claim|at the external call)$`, func(ctx context.Context, where string) error {
 		return st(ctx).releaseHold(ctx, holdBoundary[where])
 	})

@@ -1,7 +1,6 @@
 package agl
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -999,39 +998,74 @@ func (s *state) call2(ctx context.Context, path string) (*steps.Response, map[st
 // host crashed (claim_lease_ms; the scenario's Given step checks it).
 const aglStoreLease = 1000 * time.Millisecond
 
-// recoverNow waits out the crashed instance's lease (fixture agl-store's,
-// from now, so at least that long after the crash) and asks the host for a
-// recovery sweep through its seam, where it has one; the sweep must answer
-// 200. Without the seam it does nothing: the caller reads until the host's
-// own sweep has changed the record.
+// recoverNow asks the host for a recovery sweep through its seam, where it
+// has one (the sweep must answer 200), and reports whether the seam ran:
+// the recovery has decided then, and one read of the operation judges it.
 //
-// It reports whether the seam ran (answered 200): the recovery has decided
-// then, and one read of the operation judges it.
+// It asks at once first: a host may know that the instance holding the
+// claim has stopped without waiting out its lease (the binding: a host
+// started again on the store finds the claims an earlier instance left),
+// and a claim its sweep settled is no longer Claimed. A claim still Claimed
+// after that sweep waits out the crashed instance's lease (fixture
+// agl-store's, from now, so at least that long after the crash), and the
+// host is asked again. Without the seam it only waits out the lease: the
+// caller reads until the host's own sweep has changed the record.
 func (s *state) recoverNow(ctx context.Context) (bool, error) {
-	w := steps.From(ctx)
-	select {
-	case <-time.After(aglStoreLease + 100*time.Millisecond):
-	case <-ctx.Done():
-		return false, steps.Fault("the run was interrupted while the crashed host's lease lapsed: %v", ctx.Err())
+	present, err := s.recoverSeam(ctx, "the host's")
+	if err != nil {
+		return false, err
 	}
+	if present {
+		r, m, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
+		if err != nil {
+			return false, err
+		}
+		if r.Status == http.StatusOK && str(m, "state") != "" && str(m, "state") != "Claimed" {
+			return true, nil
+		}
+	}
+	if err := leaseLapse(ctx); err != nil {
+		return false, err
+	}
+	if !present {
+		return false, nil
+	}
+	return s.recoverSeam(ctx, "the host's")
+}
+
+// recoverSeam calls POST recover on the scenario's host (whose names it
+// for the failure); absent, it reports false and no error.
+func (s *state) recoverSeam(ctx context.Context, whose string) (bool, error) {
+	w := steps.From(ctx)
 	r, present, err := w.OptionalSeam(ctx, http.MethodPost, seamPath+"/recover", []byte("{}"), http.Header{"Content-Type": {"application/json"}})
 	if err != nil || !present {
 		return false, err
 	}
-	return true, w.Assert(r.Status == http.StatusOK, "the host's recovery seam did not run a sweep: %s", r)
+	return true, w.Assert(r.Status == http.StatusOK, "%s recovery seam did not run a sweep: %s", whose, r)
+}
+
+// leaseLapse waits out fixture agl-store's lease and 100 ms, in real time
+// (a lower bound: load only makes it longer).
+func leaseLapse(ctx context.Context) error {
+	select {
+	case <-time.After(aglStoreLease + 100*time.Millisecond):
+		return nil
+	case <-ctx.Done():
+		return steps.Fault("the run was interrupted while the crashed host's lease lapsed: %v", ctx.Err())
+	}
 }
 
 // awaitRecovered reads the operation at the second host until its recovery
 // has run on the crashed claim, with no wall-clock bound a busy machine can
 // break. It first waits for the crashed host to stop answering (the halt
-// has happened then, and with it the host's last heartbeat), then lets the
-// lease lapse in real time (a lower bound: load only makes it longer), then
-// asks the second host for a recovery sweep (POST recover). A sweep that
-// ran (200) after the lease lapsed must have turned the claim Unknown, so
-// the operation is read once more and judged. A host without the recover
-// seam is read until its own sweep changes the record; if 80 reads see no
-// change the scenario is blocked, not failed: without the seam parley
-// cannot tell a slow sweep from none.
+// has happened then, and with it the host's last heartbeat), then asks the
+// second host for a recovery sweep (POST recover); a claim that sweep left
+// Claimed waits out the lease in real time (a lower bound: load only makes
+// it longer) and the host is asked again. Once a sweep ran (200) the
+// operation is read once more and judged. A host without the recover seam
+// is read, after the lease, until its own sweep changes the record; if 80
+// reads see no change the scenario is blocked, not failed: without the seam
+// parley cannot tell a slow sweep from none.
 func (s *state) awaitRecovered(ctx context.Context, want string) (map[string]any, error) {
 	w := steps.From(ctx)
 	read := func() (map[string]any, error) {
@@ -1053,24 +1087,33 @@ func (s *state) awaitRecovered(ctx context.Context, want string) (map[string]any
 	if dead != nil {
 		return nil, steps.Block(verdict.CauseTarget, "the first host still answers after its dispatch went unanswered: the crash its fault seam was told to cause did not happen while parley watched (%v)", dead)
 	}
-	select {
-	case <-time.After(aglStoreLease + 100*time.Millisecond):
-	case <-ctx.Done():
-		return nil, steps.Fault("the run was interrupted while the crashed host's lease lapsed: %v", ctx.Err())
-	}
-	r, present, err := w.OptionalSeam(ctx, http.MethodPost, seamPath+"/recover", []byte("{}"), http.Header{"Content-Type": {"application/json"}})
+	// Asked at once, a host that knows the first host stopped settles the
+	// claim now; a claim its sweep left Claimed waits out the first host's
+	// lease, and the host is asked again.
+	present, err := s.recoverSeam(ctx, "the second host's")
 	if err != nil {
 		return nil, err
 	}
 	if present {
-		if err := w.Assert(r.Status == http.StatusOK, "the second host's recovery seam did not run a sweep: %s", r); err != nil {
-			return nil, err
-		}
 		if m, err = read(); err != nil {
 			return nil, err
 		}
-		return m, w.Assert(str(m, "state") == want, "the crashed host has been silent for longer than its %s lease and the second host has run a recovery sweep (POST %s/recover answered %s), yet it reports the operation %q, want %q",
-			aglStoreLease, seamPath, bytes.TrimSpace(r.Body), str(m, "state"), want)
+		if str(m, "state") == "Claimed" {
+			if err := leaseLapse(ctx); err != nil {
+				return nil, err
+			}
+			if _, err := s.recoverSeam(ctx, "the second host's"); err != nil {
+				return nil, err
+			}
+			if m, err = read(); err != nil {
+				return nil, err
+			}
+		}
+		return m, w.Assert(str(m, "state") == want, "the first host stopped answering and the second host's recovery seam (POST %s/recover) answered that its sweep had decided (asked again after the first host's %s lease had lapsed, when the claim was still Claimed), yet it reports the operation %q, want %q",
+			seamPath, aglStoreLease, str(m, "state"), want)
+	}
+	if err := leaseLapse(ctx); err != nil {
+		return nil, err
 	}
 	var readErr error
 	late := steps.Await(ctx, steps.Poll{What: "the operation did not reach " + want, Every: 100 * time.Millisecond, Rounds: 80}, func() (bool, string, error) {

@@ -487,12 +487,21 @@ func registerRuntime(c *steps.Catalog) {
 			return err
 		}
 		s.recoveryDecided = decided
-		// 80 reads 100 ms apart without a change in the record (8 s idle;
-		// each read a round trip, so more on a busy machine). Even after
-		// the recover seam answered, the state is polled rather than read
-		// once: a single read made a handful of rows fail under heavy load
-		// through the sabotage proxy, reading ReconciledCompleted where
-		// recovery must stop (docs/performance.md, "Open questions").
+		if decided {
+			// The recover seam answers once every resumption in flight has
+			// decided, its state and audit records written
+			// (docs/agl-binding.md, seams): one read judges it.
+			r, m, err := s.read(ctx, api+"/operations/"+s.opID, roleNone)
+			if err != nil {
+				return err
+			}
+			return w.Assert(r.Status == http.StatusOK && str(m, "state") == state,
+				"the crashed instance has been silent for longer than its %s lease and the host's recovery seam (POST %s/recover) answered that recovery had decided, yet the host reports the operation %q, want %q: %s",
+				aglStoreLease, seamPath, str(m, "state"), state, r)
+		}
+		// Without the seam, 80 reads 100 ms apart without a change in the
+		// record (8 s idle; each read a round trip, so more on a busy
+		// machine): the host's own sweep decides in its own time.
 		var m map[string]any
 		var readErr error
 		_ = steps.Await(ctx, steps.Poll{What: "the operation did not reach " + state, Every: 100 * time.Millisecond, Rounds: 80}, func() (bool, string, error) {

@@ -2,7 +2,6 @@ package aglpython
 
 import (
 	"context"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -18,7 +17,7 @@ import (
 // hosts each started, their wall times and the ratios, measured in the same
 // run: go test ./examples/hosts/agl-python -run '^$' -bench ExecStarts -benchtime 1x
 func BenchmarkExecStarts(b *testing.B) {
-	py, err := exec.LookPath("python3")
+	py, err := interpreter()
 	if err != nil {
 		b.Skip("python3 is not installed")
 	}
@@ -31,7 +30,7 @@ func BenchmarkExecStarts(b *testing.B) {
 		b.Fatal(err)
 	}
 	run := func(isolate bool) (int, time.Duration) {
-		tgt, err := target.NewExec(py + " " + script)
+		tgt, err := target.NewExec(command(py, script))
 		if err != nil {
 			b.Fatal(err)
 		}

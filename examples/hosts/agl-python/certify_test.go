@@ -7,7 +7,6 @@ package aglpython
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,7 +25,7 @@ func TestPythonHostPassesTheAGLProfiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Python host per scenario")
 	}
-	py, err := exec.LookPath("python3")
+	py, err := interpreter()
 	if err != nil {
 		t.Skip("python3 is not installed: the second AGL host (examples/hosts/agl-python) cannot be certified on this machine")
 	}
@@ -34,7 +33,7 @@ func TestPythonHostPassesTheAGLProfiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tgt, err := target.NewExec(py + " " + script)
+	tgt, err := target.NewExec(command(py, script))
 	if err != nil {
 		t.Fatal(err)
 	}
