@@ -37,6 +37,11 @@ type Reading struct {
 	// reading fail: the sign that the reading took effect. A reading
 	// without one counts its own rewrites instead (Applied).
 	Binding []string
+	// Alone, when set, says why the reading runs on a host of its own: the
+	// readings of a family otherwise run together (Combine), one host
+	// making all their choices at once, and this one would be hidden by
+	// another's.
+	Alone string
 	// applied counts the exchanges the reading changed.
 	applied *atomic.Int64
 }
@@ -71,8 +76,10 @@ func FaithfulReadings() []Reading {
 		"never retries an uncertain send: it takes no destination for one that deduplicates (honours_idempotency_key false), so every Unknown waits for reconciliation"))
 
 	// Recovery may resume only what is safe; resuming is never required.
-	add(readingOf("agl.never-resumes", "agl", "agl.recovery.resumes-deduplicated-send",
-		"never resends on recovery: an interrupted send stays Unknown for reconciliation, even one a deduplicating destination would settle"))
+	neverResumes := readingOf("agl.never-resumes", "agl", "agl.recovery.resumes-deduplicated-send",
+		"never resends on recovery: an interrupted send stays Unknown for reconciliation, even one a deduplicating destination would settle")
+	neverResumes.Alone = "agl.never-retries takes deduplication from every destination, and recovery resumes only deduplicated sends: beside it, this reading would never be exercised"
+	add(neverResumes)
 
 	// Section 8 requires keeping pending intents and consumed-permit
 	// tombstones; nothing requires deleting what is no longer needed.

@@ -2,7 +2,7 @@ package fairness_test
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"os"
 	"sort"
 	"strings"
@@ -42,9 +42,16 @@ func specProfiles(reg *scenarios.Registry, family string) []string {
 // the binding ids it names may fail, and they must, so the reading is seen
 // to have taken effect (a reading with no binding id must have changed some
 // exchange instead). PARLEY_READINGS=name,name runs only those readings.
+//
+// The readings of a family run their spec profiles together, on one host
+// that makes all their choices at once (sabotage.Combine): such a host is
+// faithful too, and one run of a family's profiles costs what one reading's
+// did. A reading another would hide runs on a host of its own
+// (Reading.Alone). When a host of several readings fails an id, the id is
+// run again under each of them alone, to say whose choice it fails.
 func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs each family's spec profiles once per reading")
+		t.Skip("runs each family's spec profiles once per host of readings")
 	}
 	reg, corpus := load(t)
 	only := map[string]bool{}
@@ -53,61 +60,57 @@ func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 			only[n] = true
 		}
 	}
-	readings := sabotage.FaithfulReadings()
+	var readings []sabotage.Reading
+	for _, rd := range sabotage.FaithfulReadings() {
+		if len(only) == 0 || only[rd.Name] {
+			readings = append(readings, rd)
+		}
+	}
 	if len(readings) == 0 {
 		t.Fatal("no faithful readings")
 	}
-	// Every reading's runs (its spec profiles, and its binding ids) are
+	hosts := readingHosts(readings)
+	// Every run (each host's spec profiles, each reading's binding ids) is
 	// made at once before any is judged: each mostly waits on hosts (a
 	// binding id that fails under a reading fails by a bounded wait for
 	// what never comes), and go test's -parallel would let only two
 	// overlap.
-	type job struct {
-		spec, binding       *runner.Result
-		specErr, bindingErr error
+	type result struct {
+		res *runner.Result
+		err error
 	}
-	jobs := make([]job, len(readings))
+	spec := make([]result, len(hosts))
+	binding := make([]result, len(readings))
 	var runs []func()
+	for i, h := range hosts {
+		runs = append(runs, func() {
+			spec[i].res, spec[i].err = runUnder(reg, corpus, h.rule(), specTags(reg, h.family))
+		})
+	}
 	for i, rd := range readings {
-		if len(only) > 0 && !only[rd.Name] {
-			continue
-		}
-		var tags []string
-		for _, p := range specProfiles(reg, rd.Family) {
-			tags = append(tags, "@profile:"+p)
-		}
 		var btags []string
 		for _, id := range rd.Binding {
 			btags = append(btags, "@req:"+id)
 		}
-		runs = append(runs, func() {
-			res, err := runUnder(reg, corpus, rd.Rule, strings.Join(tags, ","))
-			jobs[i].spec, jobs[i].specErr = res, err
-		})
 		if len(btags) > 0 {
 			runs = append(runs, func() {
-				res, err := runUnder(reg, corpus, rd.Rule, strings.Join(btags, ","))
-				jobs[i].binding, jobs[i].bindingErr = res, err
+				binding[i].res, binding[i].err = runUnder(reg, corpus, rd.Rule, strings.Join(btags, ","))
 			})
 		}
 	}
 	concurrently(runs)
-	for i, rd := range readings {
-		if len(only) > 0 && !only[rd.Name] {
-			continue
-		}
-		t.Run(rd.Name, func(t *testing.T) {
-			if err := errors.Join(jobs[i].specErr, jobs[i].bindingErr); err != nil {
-				t.Fatal(err)
+	for i, h := range hosts {
+		t.Run("spec/"+h.name(), func(t *testing.T) {
+			if spec[i].err != nil {
+				t.Fatal(spec[i].err)
 			}
-			profiles := specProfiles(reg, rd.Family)
-			res := jobs[i].spec
 			inSpec := map[string]bool{}
-			for _, p := range profiles {
+			for _, p := range specProfiles(reg, h.family) {
 				inSpec[p] = true
 			}
 			passed := 0
-			for _, r := range res.Rows {
+			var failed []verdict.Row
+			for _, r := range spec[i].res.Rows {
 				e, ok := reg.Lookup(r.ID)
 				if !ok || !inSpec[e.Profile] || e.Witness == scenarios.WitnessUnwitnessable {
 					continue
@@ -116,11 +119,21 @@ func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 				case verdict.ExecutedPass, verdict.Inapplicable:
 					passed++
 				default:
-					t.Errorf("a host that %s: %s (%s) is %s: %s", rd.Host, r.ID, e.Profile, r.Result, firstLine(r.Detail))
+					failed = append(failed, r)
 				}
 			}
 			if passed == 0 {
-				t.Fatalf("no spec-profile id of %s ran (%v)", rd.Family, profiles)
+				t.Fatalf("no spec-profile id of %s ran (%v)", h.family, specProfiles(reg, h.family))
+			}
+			for _, msg := range h.blame(reg, corpus, failed) {
+				t.Error(msg)
+			}
+		})
+	}
+	for i, rd := range readings {
+		t.Run(rd.Name, func(t *testing.T) {
+			if err := binding[i].err; err != nil {
+				t.Fatal(err)
 			}
 			if len(rd.Binding) == 0 {
 				if rd.Applied() == 0 {
@@ -134,7 +147,7 @@ func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 					t.Fatalf("%s is named as the reading's binding id, but the registry has it %v (basis %q)", id, ok, e.Basis)
 				}
 			}
-			for _, r := range jobs[i].binding.Rows {
+			for _, r := range binding[i].res.Rows {
 				for _, id := range rd.Binding {
 					if r.ID == id && r.Result != verdict.ExecutedFail {
 						t.Errorf("binding id %s is %s under the reading, want executed-fail: the reading did not take effect", id, r.Result)
@@ -143,6 +156,103 @@ func TestAFaithfulReadingPassesEverySpecProfile(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readingHost is one host of faithful readings: the readings of a family
+// that run together, or one that runs alone.
+type readingHost struct {
+	family   string
+	readings []sabotage.Reading
+}
+
+// readingHosts puts the readings of each family on one host, and each
+// reading marked Alone on one of its own.
+func readingHosts(readings []sabotage.Reading) []readingHost {
+	var hosts []readingHost
+	byFamily := map[string]int{}
+	for _, rd := range readings {
+		if rd.Alone != "" {
+			hosts = append(hosts, readingHost{family: rd.Family, readings: []sabotage.Reading{rd}})
+			continue
+		}
+		i, ok := byFamily[rd.Family]
+		if !ok {
+			i = len(hosts)
+			byFamily[rd.Family] = i
+			hosts = append(hosts, readingHost{family: rd.Family})
+		}
+		hosts[i].readings = append(hosts[i].readings, rd)
+	}
+	return hosts
+}
+
+func (h readingHost) rule() sabotage.Rule {
+	var rules []sabotage.Rule
+	for _, rd := range h.readings {
+		rules = append(rules, rd.Rule)
+	}
+	return sabotage.Combine(rules...)
+}
+
+func (h readingHost) name() string {
+	var names []string
+	for _, rd := range h.readings {
+		names = append(names, rd.Name)
+	}
+	return strings.Join(names, "+")
+}
+
+// blame says, for each spec-profile row the host failed, whose choice it
+// fails: with several readings on the host, the failed ids run again under
+// each reading alone.
+func (h readingHost) blame(reg *scenarios.Registry, corpus *scenarios.Corpus, failed []verdict.Row) []string {
+	if len(failed) == 0 {
+		return nil
+	}
+	say := func(host string, r verdict.Row) string {
+		e, _ := reg.Lookup(r.ID)
+		return fmt.Sprintf("a host that %s: %s (%s) is %s: %s", host, r.ID, e.Profile, r.Result, firstLine(r.Detail))
+	}
+	var out []string
+	if len(h.readings) == 1 {
+		for _, r := range failed {
+			out = append(out, say(h.readings[0].Host, r))
+		}
+		return out
+	}
+	var tags []string
+	for _, r := range failed {
+		tags = append(tags, "@req:"+r.ID)
+	}
+	alone := map[string]bool{}
+	for _, rd := range h.readings {
+		res, err := runUnder(reg, corpus, rd.Rule, strings.Join(tags, ","))
+		if err != nil {
+			out = append(out, fmt.Sprintf("running the failed ids under %s alone: %v", rd.Name, err))
+			continue
+		}
+		for _, r := range res.Rows {
+			if r.Result != verdict.ExecutedPass && r.Result != verdict.Inapplicable {
+				alone[r.ID] = true
+				out = append(out, say(rd.Host, r))
+			}
+		}
+	}
+	for _, r := range failed {
+		if !alone[r.ID] {
+			out = append(out, say("makes the choices of "+h.name()+" at once (each alone passes it)", r))
+		}
+	}
+	return out
+}
+
+// specTags selects the spec profiles of family.
+func specTags(reg *scenarios.Registry, family string) string {
+	var tags []string
+	for _, p := range specProfiles(reg, family) {
+		tags = append(tags, "@profile:"+p)
+	}
+	return strings.Join(tags, ",")
 }
 
 // runUnder runs the scenarios tags selects against a reference host that
