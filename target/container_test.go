@@ -2,6 +2,7 @@ package target
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -80,8 +81,14 @@ func buildImage() {
 	b.image, b.binary = image, filepath.Join(dir, "parley")
 }
 
-// TestMain removes the image build's directory once every test has ended.
+// TestMain starts the image build at once, so that it overlaps the tests
+// that need no engine (the container tests wait for it), and removes its
+// directory once every test has ended.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if run := flag.Lookup("test.run").Value.String(); !testing.Short() && (run == "" || strings.Contains(run, "Container")) {
+		go imageOnce.Do(buildImage)
+	}
 	code := m.Run()
 	if imageBuild.dir != "" {
 		_ = os.RemoveAll(imageBuild.dir)
