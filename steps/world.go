@@ -543,7 +543,7 @@ func (w *World) fixtureLocked() (fixtures.Fixture, bool) {
 }
 
 // takeLane waits for the scenario's turn on one of its fixture's lanes and
-// holds it until the scenario ends: the restart lane (whose state directory
+// holds it until the scenario ends: a restart lane (whose state directory
 // becomes the host's) for a scenario that restarts its host, the exclusive
 // lane for one that changes host-wide state. Either way the scenario has
 // the host alone while it runs, and no scenario that shares the fixture's
@@ -559,20 +559,19 @@ func (w *World) takeLane(ctx context.Context) error {
 	if !want {
 		return nil
 	}
-	var (
-		l   *fixtures.Lane
-		err error
-	)
-	if power {
-		l, err = w.scenario.Fixtures.PowerLane(w.scenario.Fixture)
-	} else {
-		l, err = w.scenario.Fixtures.Lane(w.scenario.Fixture, restarts)
+	kind := fixtures.LaneExclusive
+	switch {
+	case power:
+		kind = fixtures.LanePower
+	case restarts:
+		kind = fixtures.LaneRestarts
 	}
+	l, err := w.scenario.Fixtures.TakeLane(ctx, w.scenario.Fixture, kind)
 	if err != nil {
+		if ctx.Err() != nil {
+			return Fault("the run ended while the scenario waited for its turn on a host of fixture %s: %v", w.scenario.Fixture, err)
+		}
 		return Fault("cannot make a lane for fixture %s: %v", w.scenario.Fixture, err)
-	}
-	if err := l.Take(ctx); err != nil {
-		return Fault("the run ended while the scenario waited for its turn on a host of fixture %s: %v", w.scenario.Fixture, err)
 	}
 	w.mu.Lock()
 	w.lane = l
