@@ -30,6 +30,18 @@ func Exec(command string) Option {
 	}
 }
 
+// Container certifies a container image (docs/host-interface.md, "The
+// container adapter contract"): a container of it per configuration, from
+// the local Docker engine.
+func Container(image string) Option {
+	return func(o *options) {
+		o.newTgt = func() (target.Target, error) { return target.NewContainer(image) }
+	}
+}
+
+// Concurrency runs at most n scenarios at once (0: the runner's default).
+func Concurrency(n int) Option { return func(o *options) { o.cfg.Concurrency = n } }
+
 // Refhost certifies the bundled reference host, in-process.
 func Refhost() Option {
 	return func(o *options) { o.newTgt = func() (target.Target, error) { return target.NewRefhost(), nil } }
@@ -80,7 +92,7 @@ func Run(t *testing.T, opts ...Option) *Outcome {
 		opt(o)
 	}
 	if o.newTgt == nil {
-		t.Fatal("certify.Run: say which host to certify (certify.Exec, certify.Refhost or certify.Target)")
+		t.Fatal("certify.Run: say which host to certify (certify.Exec, certify.Container, certify.Refhost or certify.Target)")
 	}
 	tgt, err := o.newTgt()
 	if err != nil {

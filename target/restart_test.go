@@ -84,7 +84,7 @@ func TestAChangedConfigurationIsCachedAsTheHostItChanged(t *testing.T) {
 // where no Docker engine answers.
 func TestTheContainerTargetRestartsAHostUnderAChangedConfiguration(t *testing.T) {
 	t.Parallel() // waits on the engine; the image is built once for the process
-	image, _ := target.DockerImage(t)
+	image, _ := targettest.ReferenceImage(t)
 	c, err := target.NewContainer(image)
 	if err != nil {
 		t.Fatal(err)
