@@ -209,11 +209,12 @@ func hasRule(s scenarios.Scenario, weight map[string]int, find func(string) stri
 
 // MatrixHere runs the part of its family's matrix the calling shard package
 // is (Here), and, in the first part, the family's pass-through control.
+// The two run side by side: each mostly waits on hosts.
 func MatrixHere(t *testing.T) {
 	family, part, parts := Here(t)
-	t.Run("matrix", func(t *testing.T) { matrix(t, family, part, parts, false) })
+	t.Run("matrix", func(t *testing.T) { t.Parallel(); matrix(t, family, part, parts, false) })
 	if part == 1 && onlyIDs() == nil {
-		t.Run("transparent", func(t *testing.T) { Transparent(t, family) })
+		t.Run("transparent", func(t *testing.T) { t.Parallel(); Transparent(t, family) })
 	}
 }
 
