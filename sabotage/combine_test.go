@@ -16,8 +16,10 @@ func TestCombineAppliesEveryRuleInTurn(t *testing.T) {
 			Config:   func(c map[string]map[string]any) { c["x"]["order"] = c["x"]["order"].(string) + name },
 			Response: func(_ *Exchange, r *Response) { r.Body = append(r.Body, name...) },
 			Logs:     func(l []string) []string { return append(l, name) },
-			Stream:   func(_ *Exchange, f []byte) [][]byte { return [][]byte{append(append([]byte{}, f...), name...), []byte(name)} },
-			AGTP:     func(_ *AGTPExchange, r *agtp.Response) { r.Reason += name },
+			Stream: func(_ *Exchange, f []byte) [][]byte {
+				return [][]byte{append(append([]byte{}, f...), name...), []byte(name)}
+			},
+			AGTP: func(_ *AGTPExchange, r *agtp.Response) { r.Reason += name },
 			Intercept: func(x *Exchange) *Response {
 				if x.Path == "/"+name {
 					return &Response{Status: 200, Body: []byte(name)}

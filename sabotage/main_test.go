@@ -1,6 +1,8 @@
 package sabotage_test
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/parley-conformance/parley/internal/testpar"
@@ -8,4 +10,11 @@ import (
 
 // The long tests here wait on hosts of their own: four at once, not go
 // test's default of one per core (-parallel on the command line wins).
-func TestMain(m *testing.M) { testpar.Main(m, 4) }
+// The walhost binary both WAL proofs build once is removed at the end.
+func TestMain(m *testing.M) {
+	testpar.Main(m, 4, func() {
+		if walhostBin != "" {
+			_ = os.RemoveAll(filepath.Dir(walhostBin))
+		}
+	})
+}

@@ -2,9 +2,12 @@ package sabotage_test
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/parley-conformance/parley/internal/lazyfs"
@@ -34,11 +37,7 @@ func TestABufferedWALLosesItsDecisionsUnderSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a host and kills it twenty times")
 	}
-	bin := filepath.Join(t.TempDir(), "walhost")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/walhost")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build walhost: %v\n%s", err, out)
-	}
+	bin := walhost(t)
 	reg, corpus := load(t)
 	run := func(t *testing.T, wal string) map[string]runner.Row {
 		tgt, err := target.NewExec(bin + " -wal " + wal)
@@ -103,11 +102,7 @@ func TestAnUnsyncedWALLosesDecisionsOnlyToAPowerCut(t *testing.T) {
 	if err := lazyfs.Available(); err != nil {
 		t.Skipf("FUSE is not usable here, so the suite cannot cut the power under a host: %v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "walhost")
-	build := exec.Command("go", "build", "-o", bin, "./testdata/walhost")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build walhost: %v\n%s", err, out)
-	}
+	bin := walhost(t)
 	reg, corpus := load(t)
 	ids := []string{crashID, restartID, powerCutID}
 	run := func(t *testing.T, wal string) map[string]runner.Row {
@@ -162,3 +157,30 @@ func TestAnUnsyncedWALLosesDecisionsOnlyToAPowerCut(t *testing.T) {
 		}
 	}
 }
+
+// walhost builds testdata/walhost once for the process (both proofs run
+// it) and returns the binary.
+func walhost(t *testing.T) string {
+	t.Helper()
+	walhostOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "parley-walhost-")
+		if err != nil {
+			walhostErr = err
+			return
+		}
+		walhostBin = filepath.Join(dir, "walhost")
+		if out, err := exec.Command("go", "build", "-o", walhostBin, "./testdata/walhost").CombinedOutput(); err != nil {
+			walhostErr = fmt.Errorf("build walhost: %v\n%s", err, out)
+		}
+	})
+	if walhostErr != nil {
+		t.Fatal(walhostErr)
+	}
+	return walhostBin
+}
+
+var (
+	walhostOnce sync.Once
+	walhostBin  string
+	walhostErr  error
+)

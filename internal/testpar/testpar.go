@@ -12,8 +12,9 @@ import (
 )
 
 // Main runs the package's tests with n parallel tests at once unless the
-// command line sets -test.parallel itself (that always wins).
-func Main(m *testing.M, n int) {
+// command line sets -test.parallel itself (that always wins), then runs
+// after (cleanups of what the tests shared) and exits.
+func Main(m *testing.M, n int, after ...func()) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
@@ -22,5 +23,9 @@ func Main(m *testing.M, n int) {
 			panic(err)
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range after {
+		f()
+	}
+	os.Exit(code)
 }
