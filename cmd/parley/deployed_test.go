@@ -3,6 +3,8 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -16,16 +18,24 @@ import (
 	"github.com/parley-conformance/parley/verdict"
 )
 
-// freeAddr is a loopback address nothing listens on right now.
+// freeAddr is a loopback address nothing listens on right now, on a port
+// below the kernel's ephemeral range (Linux's starts at 32768): the caller
+// binds it later (the fakes' address is written into the fixtures first),
+// and a port from the ephemeral range could be handed to another parallel
+// test's socket in between.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 200 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return addr
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	t.Fatal("no free loopback port below the ephemeral range")
+	return ""
 }
 
 // writeFixtures runs parley fixtures and reads back its manifest.
