@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/parley-conformance/parley/certify"
+	"github.com/parley-conformance/parley/internal/scratch"
+	"github.com/parley-conformance/parley/internal/testpar"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/target/targettest"
 	"github.com/parley-conformance/parley/verdict"
@@ -20,9 +22,7 @@ func TestMain(m *testing.M) {
 	if run := flag.Lookup("test.run").Value.String(); !testing.Short() && (run == "" || strings.Contains(run, "Container")) {
 		targettest.PrebuildImage()
 	}
-	code := m.Run()
-	targettest.RemoveImageBuild()
-	os.Exit(code)
+	testpar.Main(m, 0, scratch.OnTmpfs(), targettest.RemoveImageBuild)
 }
 
 // TestCertifyTheReferenceImageInContainers is how an implementer with a

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/parley-conformance/parley/internal/scratch"
 	"github.com/parley-conformance/parley/internal/testpar"
 )
 
@@ -12,7 +13,7 @@ import (
 // test's default of one per core (-parallel on the command line wins).
 // The walhost binary both WAL proofs build once is removed at the end.
 func TestMain(m *testing.M) {
-	testpar.Main(m, 4, func() {
+	testpar.Main(m, 4, scratch.OnTmpfs(), func() {
 		if walhostBin != "" {
 			_ = os.RemoveAll(filepath.Dir(walhostBin))
 		}

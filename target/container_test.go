@@ -4,11 +4,12 @@ import (
 	"context"
 	"flag"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parley-conformance/parley/internal/scratch"
+	"github.com/parley-conformance/parley/internal/testpar"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/target/targettest"
 )
@@ -21,9 +22,7 @@ func TestMain(m *testing.M) {
 	if run := flag.Lookup("test.run").Value.String(); !testing.Short() && (run == "" || strings.Contains(run, "Container")) {
 		targettest.PrebuildImage()
 	}
-	code := m.Run()
-	targettest.RemoveImageBuild()
-	os.Exit(code)
+	testpar.Main(m, 0, scratch.OnTmpfs(), targettest.RemoveImageBuild)
 }
 
 func TestContainerTargetStartsAnImagePerConfiguration(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/internal/scratch"
 	"github.com/parley-conformance/parley/internal/testpar"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/verdict"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
 		os.Setenv("GOMEMLIMIT", "off")
 	}
-	testpar.Main(m, 4)
+	testpar.Main(m, 4, scratch.OnTmpfs())
 }
 
 func self(t *testing.T) string {

@@ -12,14 +12,15 @@ import (
 )
 
 // Main runs the package's tests with n parallel tests at once unless the
-// command line sets -test.parallel itself (that always wins), then runs
-// after (cleanups of what the tests shared) and exits.
+// command line sets -test.parallel itself (that always wins; n 0 leaves go
+// test's default), then runs after (cleanups of what the tests shared, such
+// as scratch.OnTmpfs's) and exits.
 func Main(m *testing.M, n int, after ...func()) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
-	if !set {
-		if err := flag.Set("test.parallel", strconv.Itoa(max(n, 1))); err != nil {
+	if !set && n > 0 {
+		if err := flag.Set("test.parallel", strconv.Itoa(n)); err != nil {
 			panic(err)
 		}
 	}

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/parley-conformance/parley/internal/scratch"
+	"github.com/parley-conformance/parley/internal/testpar"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -40,7 +42,9 @@ func TestMain(m *testing.M) {
 		os.Exit(runHostProcess(cfg, os.Getenv(envHostDir)))
 	}
 	flag.Parse()
-	os.Exit(m.Run())
+	// Scratch on tmpfs where there is one (internal/scratch); the host
+	// processes the tests start inherit it.
+	testpar.Main(m, 0, scratch.OnTmpfs())
 }
 
 func runHostProcess(cfgJSON, dir string) int {

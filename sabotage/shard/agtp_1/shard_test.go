@@ -1,7 +1,8 @@
 // Package shard holds one part of the sabotage proofs: the family and the
 // part are this directory's name, sabotage/shard/<family>_<part>
-// (sabotagetest.Here). Every shard package is this same file; a family is
-// split into more parts by copying its directory under the next number.
+// (sabotagetest.Here). Every shard package is these same two files (this
+// one and main_test.go); a family is split into more parts by copying its
+// directory under the next number.
 package shard
 
 import (
