@@ -1,29 +1,20 @@
 package certify_test
 
 import (
-	"flag"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/parley-conformance/parley/certify"
-	"github.com/parley-conformance/parley/internal/scratch"
-	"github.com/parley-conformance/parley/internal/testpar"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/target/targettest"
 	"github.com/parley-conformance/parley/verdict"
 )
 
-// TestMain starts building the reference image at once (when the run may
-// need it), so that it overlaps the tests that need no engine.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if run := flag.Lookup("test.run").Value.String(); !testing.Short() && (run == "" || strings.Contains(run, "Container")) {
-		targettest.PrebuildImage()
-	}
-	testpar.Main(m, 0, scratch.OnTmpfs(), targettest.RemoveImageBuild)
-}
+// TestMain builds the reference image while the tests that need no engine
+// run (targettest.MainWithImage).
+func TestMain(m *testing.M) { targettest.MainWithImage(m) }
 
 // TestCertifyTheReferenceImageInContainers is how an implementer with a
 // container image certifies it from go test; here the image is the

@@ -2,28 +2,18 @@ package target_test
 
 import (
 	"context"
-	"flag"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/parley-conformance/parley/internal/scratch"
-	"github.com/parley-conformance/parley/internal/testpar"
 	"github.com/parley-conformance/parley/target"
 	"github.com/parley-conformance/parley/target/targettest"
 )
 
-// TestMain starts the image build at once, so that it overlaps the tests
-// that need no engine (the container tests wait for it), and removes its
-// directory once every test has ended.
-func TestMain(m *testing.M) {
-	flag.Parse()
-	if run := flag.Lookup("test.run").Value.String(); !testing.Short() && (run == "" || strings.Contains(run, "Container")) {
-		targettest.PrebuildImage()
-	}
-	testpar.Main(m, 0, scratch.OnTmpfs(), targettest.RemoveImageBuild)
-}
+// TestMain builds the reference image while the tests that need no engine
+// run (targettest.MainWithImage).
+func TestMain(m *testing.M) { targettest.MainWithImage(m) }
 
 func TestContainerTargetStartsAnImagePerConfiguration(t *testing.T) {
 	t.Parallel()

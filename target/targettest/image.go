@@ -2,6 +2,7 @@ package targettest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,12 +12,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/parley-conformance/parley/internal/scratch"
+	"github.com/parley-conformance/parley/internal/testpar"
 )
 
 // ReferenceImage builds the reference host's container image (FROM
 // scratch, so no registry is needed; target/testdata/refhost.Dockerfile) or
 // skips when no Docker engine answers. It returns the image and the binary
-// inside it. The build is made once per test process (PrebuildImage starts
+// inside it. The build is made once per test process (MainWithImage starts
 // it early): container tests run in parallel, and each building its own
 // copy of the binary and image cost a minute of both cores.
 func ReferenceImage(t testing.TB) (image, binary string) {
@@ -31,13 +35,23 @@ func ReferenceImage(t testing.TB) (image, binary string) {
 	return imageBuild.image, imageBuild.binary
 }
 
-// PrebuildImage starts the image build in the background, from a
-// TestMain, so that it overlaps the tests that need no engine.
-func PrebuildImage() { go imageOnce.Do(buildImage) }
+// MainWithImage is the TestMain of a package with container tests: it
+// starts the image build at once when the run may need it (not -short, and
+// a -run pattern that is empty or names a container test), so that it
+// overlaps the tests that need no engine; it keeps the tests' scratch on
+// tmpfs (internal/scratch) and removes the build's directory once every
+// test has ended.
+func MainWithImage(m *testing.M) {
+	flag.Parse()
+	if run := flag.Lookup("test.run").Value.String(); !testing.Short() && (run == "" || strings.Contains(run, "Container")) {
+		go imageOnce.Do(buildImage)
+	}
+	testpar.Main(m, 0, scratch.OnTmpfs(), removeImageBuild)
+}
 
-// RemoveImageBuild removes the build's directory; TestMain calls it once
-// every test has ended. It waits for a build under way.
-func RemoveImageBuild() {
+// removeImageBuild removes the build's directory, waiting for a build
+// under way.
+func removeImageBuild() {
 	imageOnce.Do(func() {})
 	if imageBuild.dir != "" {
 		_ = os.RemoveAll(imageBuild.dir)
