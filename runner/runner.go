@@ -373,17 +373,13 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 	}
 
 	var (
-		mu        sync.Mutex
-		results   []ScenarioResult
-		seen      = map[string]bool{}
-		facts     = map[string]map[string]bool{}
-		strays    []string
-		done      int
-		notPassed int
-		repeats   int
-		shown     = map[string]bool{}
-		began     = map[string]time.Time{}
-		total     = len(selected)
+		mu      sync.Mutex
+		results []ScenarioResult
+		seen    = map[string]bool{}
+		facts   = map[string]map[string]bool{}
+		strays  []string
+		began   = map[string]time.Time{}
+		prog    = newProgress(opt.Progress, opt.Live, len(selected), nil)
 	)
 	record := func(pickle *godog.Scenario, w *steps.World, err error) {
 		mu.Lock()
@@ -408,40 +404,7 @@ func runGodog(ctx context.Context, reg *scenarios.Registry, corpus *scenarios.Co
 			r.DurationMs = time.Since(t0).Milliseconds()
 		}
 		results = append(results, r)
-		done++
-		// A scenario that ended as one already shown did (every scenario
-		// of a host that never starts) gets no line of its own: the
-		// summary groups them under their cause.
-		repeat := false
-		if r.Result != verdict.ExecutedPass {
-			notPassed++
-			k := r.Result + "\x00" + r.Cause + "\x00" + verdict.Gist(r.Detail)
-			repeat = shown[k]
-			shown[k] = true
-			if repeat {
-				repeats++
-			}
-		}
-		what := r.Result
-		if r.Cause != "" {
-			what += " (" + r.Cause + ")"
-		}
-		switch {
-		case opt.Progress == nil:
-		case opt.Live:
-			if r.Result != verdict.ExecutedPass && !repeat {
-				fmt.Fprintf(opt.Progress, "\r\033[K%-13s %s:%d %s\n", what, r.URI, r.Line, r.Name)
-			}
-			fmt.Fprintf(opt.Progress, "\r\033[K[%d/%d] %d not passed · %s", done, total, notPassed, clip(r.Name, 60))
-			if done == total {
-				fmt.Fprintln(opt.Progress)
-			}
-		case !repeat:
-			fmt.Fprintf(opt.Progress, "[%*d/%d] %-13s %s:%d %s\n", len(fmt.Sprint(total)), done, total, what, r.URI, r.Line, r.Name)
-		}
-		if opt.Progress != nil && done == total && repeats > 0 {
-			fmt.Fprintf(opt.Progress, "%s more scenario(s) ended as one listed above did; the summary groups them by cause\n", fmt.Sprint(repeats))
-		}
+		prog.finished(r)
 	}
 
 	files := make([]godog.Feature, 0, len(corpus.Files))
