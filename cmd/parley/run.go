@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -257,6 +258,11 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// An interrupt or a SIGTERM (what CI runners, timeout(1) and container
+	// schedulers send to cancel) ends the run the same way: the hosts it
+	// started are stopped and its scratch removed, never left running.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	for _, fm := range f.formats {
 		if !contains(certify.Formats, fm) {
 			return usage("--format %q: want some of %s", fm, strings.Join(certify.Formats, ", "))
@@ -317,8 +323,6 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
-	defer stop()
 	fmt.Fprintf(stderr, "parley: running against target %s (seed printed below; rerun an order with --seed)\n", tgt.Kind())
 	o, err := certify.Execute(ctx, cfg)
 	switch {
