@@ -41,7 +41,7 @@ func TestAHostThatNeverStartsPrintsOneCause(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitFailed, got)
 	}
-	// A heartbeat line ("still running") comes once a minute of a run's
+	// A heartbeat line ("still running") comes after a minute of a run's
 	// own time: it is progress, not a cause, and is not counted, so that
 	// the count holds on a machine slow enough to print one.
 	var lines []string
