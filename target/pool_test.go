@@ -2,6 +2,8 @@ package target
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -196,5 +198,85 @@ func TestPoolRetiresAHostRestartedUnderAChangedConfiguration(t *testing.T) {
 		if !found {
 			t.Fatalf("released %v: the evidence does not name the changed configuration", released)
 		}
+	}
+}
+
+// A lane's host crowded out of the idle list stops in the background, and
+// the lane's next host opens the same state directory: it starts only once
+// the old one has stopped (a WAL lock held by a host still stopping failed
+// a CI run's restart scenario).
+func TestPoolStartsALaneHostOnlyOnceItsPredecessorStopped(t *testing.T) {
+	lane, err := nthConfig(t, -1).WithStateDir("/lane")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lane = lane.WithLane("lane")
+	var (
+		mu    sync.Mutex
+		inUse bool // a host of the lane holds its state directory
+	)
+	gate := make(chan struct{}) // the crowded-out host's stop returns once closed
+	p := &pool{start: func(_ context.Context, cfg Config) (*Host, Stopper, error) {
+		if cfg.Key() != lane.Key() {
+			return &Host{}, func(bool) error { return nil }, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if inUse {
+			return nil, nil, errors.New("the state directory is in use by another host")
+		}
+		inUse = true
+		return &Host{}, func(bool) error {
+			<-gate
+			mu.Lock()
+			inUse = false
+			mu.Unlock()
+			return nil
+		}, nil
+	}}
+	ctx := context.Background()
+	if _, err := p.acquire(ctx, lane); err != nil {
+		t.Fatal(err)
+	}
+	p.release(lane)
+	for i := range idleHosts {
+		cfg := nthConfig(t, i)
+		if _, err := p.acquire(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		p.release(cfg)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := p.acquire(ctx, lane)
+		got <- err
+	}()
+	// Wait until the acquire has taken its key; a pool that makes it wait
+	// has recorded the stop it waits on by then.
+	var waits bool
+	for {
+		p.mu.Lock()
+		_, taken := p.entries[lane.Key()]
+		waits = p.retiring[lane.Key()] != nil
+		p.mu.Unlock()
+		if taken {
+			break
+		}
+		runtime.Gosched()
+	}
+	if !waits {
+		// The new host starts (or has started) while the old one is held
+		// at the gate: it must have been refused the directory.
+		err := <-got
+		close(gate)
+		p.stopping.Wait()
+		t.Fatalf("the lane's next host started while its predecessor was still stopping (start said: %v)", err)
+	}
+	close(gate)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.close(); err != nil {
+		t.Fatal(err)
 	}
 }

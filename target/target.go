@@ -245,7 +245,7 @@ type pool struct {
 	started  map[string]bool // digests of configurations a host ran, for the evidence
 	idle     list.List       // keys of held-by-nobody entries, least recently released first
 	stopping sync.WaitGroup
-	retiring map[string]chan struct{} // keys whose changed host is stopping; closed once stopped
+	retiring map[string]chan struct{} // keys whose host is stopping in the background; closed once stopped
 	hosts    int                      // fresh hosts started
 	restarts int                      // hosts started again on their state
 }
@@ -424,7 +424,7 @@ func (p *pool) release(cfg Config) {
 	}
 	if cfg.Instance() != "" && !cfg.Lane() {
 		delete(p.entries, key)
-		p.stopInBackground(e)
+		p.retire(key, e)
 		return
 	}
 	if e.changed {
@@ -439,13 +439,19 @@ func (p *pool) release(cfg Config) {
 		old := p.idle.Remove(p.idle.Front()).(string)
 		oe := p.entries[old]
 		delete(p.entries, old)
-		p.stopInBackground(oe)
+		// A lane's key comes back on the same state directory: the next
+		// host of the key must not open it before this one has let go.
+		p.retire(old, oe)
 	}
 }
 
-// retire stops e's host in the background; an acquire of key waits until
-// it has stopped before it starts a host on the same state. p.mu is held.
+// retire stops e's host in the background, without holding up the caller;
+// an acquire of key waits until it has stopped before it starts a host on
+// the same state, and close waits for it. p.mu is held.
 func (p *pool) retire(key string, e *poolEntry) {
+	if e == nil {
+		return
+	}
 	done := make(chan struct{})
 	if p.retiring == nil {
 		p.retiring = map[string]chan struct{}{}
@@ -463,19 +469,6 @@ func (p *pool) retire(key string, e *poolEntry) {
 		}
 		p.mu.Unlock()
 		close(done)
-	}()
-}
-
-// stopInBackground stops e's host without holding up the caller; close
-// waits for it. p.mu is held.
-func (p *pool) stopInBackground(e *poolEntry) {
-	if e == nil || e.stop == nil {
-		return
-	}
-	p.stopping.Add(1)
-	go func() {
-		defer p.stopping.Done()
-		_ = e.stop(false)
 	}()
 }
 
