@@ -13,13 +13,15 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Base is the suite's version when the toolchain stamped none.
-const Base = "0.2.0"
+// Devel is the version of a build nothing names: no module version was
+// stamped and no checkout says which commit it is.
+const Devel = "(devel)"
 
 // Suite is the running build: its version and its commit ("unknown" when
 // nothing says; a "+dirty" suffix when the checkout had local changes).
@@ -54,7 +56,7 @@ func Read() Suite {
 var pseudo = regexp.MustCompile(`-\d{14}-([0-9a-f]{12})(\+.*)?$`)
 
 func read() Suite {
-	s := Suite{Version: Base + "+devel", Commit: "unknown"}
+	s := Suite{Version: Devel, Commit: "unknown"}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return s
@@ -78,7 +80,17 @@ func read() Suite {
 		}
 	}
 	if rev == "" {
-		rev, modified = fromCheckout()
+		var when time.Time
+		rev, when, modified = fromCheckout()
+		if rev != "" && s.Version == Devel {
+			// The version `go install <module>@<commit>` stamps on this
+			// commit (no release is tagged), so that a bundle made from a
+			// checkout names the version the docs pin.
+			s.Version = PseudoVersion(rev, when)
+			if modified {
+				s.Version += "+dirty" // as the toolchain marks a dirty build
+			}
+		}
 	}
 	if rev != "" {
 		s.Commit = rev
@@ -90,25 +102,35 @@ func read() Suite {
 	return s
 }
 
+// PseudoVersion is the Go pseudo-version of a commit of a module with no
+// release tag before it: v0.0.0-<UTC commit time>-<12 hex of the commit>.
+func PseudoVersion(rev string, when time.Time) string {
+	return "v0.0.0-" + when.UTC().Format("20060102150405") + "-" + rev[:12]
+}
+
 // fromCheckout asks git for the revision of the source tree this file was
-// compiled from, when the binary was built in place (not -trimpath) and
-// the tree is still there.
-func fromCheckout() (rev string, modified bool) {
+// compiled from, and its commit time, when the binary was built in place
+// (not -trimpath) and the tree is still there.
+func fromCheckout() (rev string, when time.Time, modified bool) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok || !filepath.IsAbs(file) {
-		return "", false
+		return "", time.Time{}, false
 	}
 	dir := filepath.Dir(filepath.Dir(file))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "HEAD").Output()
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "log", "-1", "--format=%H %ct", "HEAD").Output()
 	if err != nil {
-		return "", false
+		return "", time.Time{}, false
 	}
-	rev = strings.TrimSpace(string(out))
-	if len(rev) != 40 {
-		return "", false
+	f := strings.Fields(string(out))
+	if len(f) != 2 || len(f[0]) != 40 {
+		return "", time.Time{}, false
+	}
+	secs, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return "", time.Time{}, false
 	}
 	st, err := exec.CommandContext(ctx, "git", "-C", dir, "status", "--porcelain", "--untracked-files=no").Output()
-	return rev, err == nil && len(strings.TrimSpace(string(st))) > 0
+	return f[0], time.Unix(secs, 0), err == nil && len(strings.TrimSpace(string(st))) > 0
 }

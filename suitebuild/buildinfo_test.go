@@ -1,9 +1,11 @@
 package suitebuild
 
 import (
+	"fmt"
 	"os/exec"
 	"regexp"
 	"testing"
+	"time"
 )
 
 // TestABuildInTheCheckoutKnowsItsCommit: tests are built in place, without
@@ -20,6 +22,32 @@ func TestABuildInTheCheckoutKnowsItsCommit(t *testing.T) {
 	}
 	if s.Version == "" {
 		t.Fatal("no version")
+	}
+}
+
+// A build the toolchain did not stamp names the version the go command
+// would give its commit: the pseudo-version of HEAD, which the docs' pins
+// take the same form as.
+func TestACheckoutBuildIsNamedByItsPseudoVersion(t *testing.T) {
+	out, err := exec.Command("git", "log", "-1", "--format=%H %ct", "HEAD").Output()
+	if err != nil {
+		t.Skipf("not a git checkout here: %v", err)
+	}
+	s := Read()
+	if regexp.MustCompile(`^v\d`).MatchString(s.Version) && !pseudo.MatchString(s.Version) {
+		t.Skipf("the toolchain stamped a release version, %s", s.Version)
+	}
+	var rev string
+	var secs int64
+	if _, err := fmt.Sscanf(string(out), "%s %d", &rev, &secs); err != nil {
+		t.Fatal(err)
+	}
+	want := PseudoVersion(rev, time.Unix(secs, 0))
+	if s.Modified {
+		want += "+dirty"
+	}
+	if s.Version != want {
+		t.Fatalf("version %q, want %q", s.Version, want)
 	}
 }
 
