@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/parley-conformance/parley/internal/textwrap"
 	"github.com/parley-conformance/parley/verdict"
 )
 
@@ -186,16 +187,17 @@ func (d Diff) WriteText(w io.Writer) error {
 			if g.Cause != "" {
 				what += " (" + g.Cause + ")"
 			}
-			root, _, _ := strings.Cut(g.Root, "\n")
 			if len(g.Changes) == 1 {
 				c := g.Changes[0]
 				fmt.Fprintf(&b, "  %-60s %s -> %s\n", c.ID, c.Old, what)
 				if c.NewDetail != "" {
-					fmt.Fprintf(&b, "  %60s %s\n", "", firstLine(c.NewDetail))
+					b.WriteString(textwrap.Wrap(textwrap.Detail(c.NewDetail), "      ", textwrap.Width))
 				}
 				continue
 			}
-			fmt.Fprintf(&b, "  %d now %s, one cause: %s\n", len(g.Changes), what, root)
+			// The cause whole (a host's reason, its log tail), wrapped.
+			fmt.Fprintf(&b, "  %d now %s, one cause:\n", len(g.Changes), what)
+			b.WriteString(textwrap.Wrap(textwrap.Detail(g.Root), "      ", textwrap.Width))
 			for _, c := range g.Changes {
 				fmt.Fprintf(&b, "    %-58s %s -> %s\n", c.ID, c.Old, c.New)
 			}

@@ -43,7 +43,7 @@ func TestDiffListsEachRowOnceByRootCause(t *testing.T) {
 			t.Errorf("%s is listed %d times:\n%s", id, n, text)
 		}
 	}
-	if !strings.Contains(text, "3 now blocked (precondition-failed), one cause: a setup relying on x.root failed") {
+	if !strings.Contains(text, "3 now blocked (precondition-failed), one cause:\n      a setup relying on x.root failed") {
 		t.Errorf("the blocked rows are not grouped under their root:\n%s", text)
 	}
 	var page bytes.Buffer
@@ -52,5 +52,41 @@ func TestDiffListsEachRowOnceByRootCause(t *testing.T) {
 	}
 	if !strings.Contains(page.String(), "3 now blocked (precondition-failed), one cause") {
 		t.Error("the HTML diff does not group by root cause")
+	}
+}
+
+// A cause is printed whole, wrapped: the host's log line under "did not
+// start" and a long reason reach the console, as in the run's summary.
+func TestDiffPrintsEachCauseWhole(t *testing.T) {
+	subj := evidence.Subject{Name: "acme", Digest: map[string]string{"sha256": strings.Repeat("ab", 32)}}
+	reason := strings.TrimSpace(strings.Repeat("the host cannot serve this fixture member for a reason ", 4))
+	var oldRows, newRows []verdict.Row
+	for _, id := range []string{"x.a", "x.b", "x.c"} {
+		oldRows = append(oldRows, verdict.Row{ID: id, Result: verdict.ExecutedPass, Assertions: 1})
+		n := verdict.Row{ID: id, Result: verdict.ExecutedFail, Detail: "the host did not start with this configuration: it exited; its last log lines:\n  boom-in-the-log"}
+		if id == "x.c" {
+			n = verdict.Row{ID: id, Result: verdict.Blocked, Cause: verdict.CauseDeclined, Detail: reason}
+		}
+		newRows = append(newRows, n)
+	}
+	d, err := evidence.Compare(crafted(subj, oldRows...), crafted(subj, newRows...), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := d.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	text := b.String()
+	words := strings.Join(strings.Fields(text), " ")
+	for _, want := range []string{"boom-in-the-log", reason} {
+		if !strings.Contains(words, want) {
+			t.Errorf("the diff does not carry %q whole:\n%s", want, text)
+		}
+	}
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "      ") && len([]rune(l)) > 100 {
+			t.Errorf("a line of %d columns: %q", len([]rune(l)), l)
+		}
 	}
 }

@@ -3,57 +3,10 @@ package main
 import (
 	"fmt"
 	"io"
-	"strings"
 
+	"github.com/parley-conformance/parley/internal/textwrap"
 	"github.com/parley-conformance/parley/verdict"
 )
-
-// consoleWidth is where the console wraps what it prints: details are
-// wrapped, never cut, so that a reason or a hang message reaches the reader
-// whole.
-const consoleWidth = 100
-
-// consoleTail is how many of a detail's last lines the console shows when
-// it has more (a host's log tail): the report and the bundle keep them all.
-const consoleTail = 6
-
-// wrap breaks text into lines of at most width columns after indent,
-// keeping its own line breaks and their leading spaces; a word longer than
-// a line (a URL) stands alone on its line, whole.
-func wrap(text, indent string, width int) string {
-	var b strings.Builder
-	for _, line := range strings.Split(text, "\n") {
-		trimmed := strings.TrimLeft(line, " ")
-		lead := indent + line[:len(line)-len(trimmed)]
-		words := strings.Fields(trimmed)
-		cur := lead
-		for _, w := range words {
-			if cur != lead && len([]rune(cur))+1+len([]rune(w)) > width {
-				b.WriteString(strings.TrimRight(cur, " ") + "\n")
-				cur = lead
-			}
-			if cur != lead {
-				cur += " "
-			}
-			cur += w
-		}
-		b.WriteString(strings.TrimRight(cur, " ") + "\n")
-	}
-	return b.String()
-}
-
-// consoleDetail is a detail as the console shows it: whole when short; when
-// it runs to more lines than consoleTail, its first line and its last
-// consoleTail, saying how many lines between are in the report.
-func consoleDetail(d string) string {
-	lines := strings.Split(strings.TrimRight(d, "\n"), "\n")
-	if len(lines) <= consoleTail+2 {
-		return strings.Join(lines, "\n")
-	}
-	skipped := len(lines) - 1 - consoleTail
-	out := []string{lines[0], fmt.Sprintf("  … %d more lines (whole in report.html and the bundle) …", skipped)}
-	return strings.Join(append(out, lines[len(lines)-consoleTail:]...), "\n")
-}
 
 // printGroups prints the failed and blocked rows, one block per cause: a
 // row alone under its id and its whole detail; rows that ended the same way
@@ -72,7 +25,7 @@ func printGroups(w io.Writer, rows []verdict.Row) {
 				head += " (" + r.Cause + ")"
 			}
 			fmt.Fprintf(w, "  %s %s\n", label, head)
-			fmt.Fprint(w, wrap(consoleDetail(r.Detail), pad, consoleWidth))
+			fmt.Fprint(w, textwrap.Wrap(textwrap.Detail(r.Detail), pad, textwrap.Width))
 			continue
 		}
 		head := fmt.Sprintf("%d requirements", len(g.Rows))
@@ -80,8 +33,8 @@ func printGroups(w io.Writer, rows []verdict.Row) {
 			head += " (" + g.Cause + ")"
 		}
 		fmt.Fprintf(w, "  %s %s, all ended the same way:\n", label, head)
-		fmt.Fprint(w, wrap(consoleDetail(g.Gist), pad, consoleWidth))
-		fmt.Fprint(w, wrap(idList(g.Rows, 2*(consoleWidth-len(pad))), pad, consoleWidth))
+		fmt.Fprint(w, textwrap.Wrap(textwrap.Detail(g.Gist), pad, textwrap.Width))
+		fmt.Fprint(w, textwrap.Wrap(idList(g.Rows, 2*(textwrap.Width-len(pad))), pad, textwrap.Width))
 	}
 }
 
@@ -110,12 +63,12 @@ func printExchange(w io.Writer, id string, x *verdict.Exchange) {
 	if x.RequestBody != "" {
 		req += "\n" + x.RequestBody
 	}
-	fmt.Fprint(w, wrap(req, pad+"> ", consoleWidth))
+	fmt.Fprint(w, textwrap.Wrap(req, pad+"> ", textwrap.Width))
 	if x.Status != 0 {
 		resp := fmt.Sprint(x.Status)
 		if x.ResponseBody != "" {
 			resp += "\n" + x.ResponseBody
 		}
-		fmt.Fprint(w, wrap(resp, pad+"< ", consoleWidth))
+		fmt.Fprint(w, textwrap.Wrap(resp, pad+"< ", textwrap.Width))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/parley-conformance/parley/internal/textwrap"
 	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/verdict"
 )
@@ -82,7 +83,7 @@ func TestADeclineReasonReachesTheConsoleWhole(t *testing.T) {
 		t.Errorf("the 200-character reason does not reach the console whole:\n%s", got)
 	}
 	for _, l := range strings.Split(got, "\n") {
-		if len([]rune(l)) > consoleWidth && strings.Contains(l, "reason") {
+		if len([]rune(l)) > textwrap.Width && strings.Contains(l, "reason") {
 			t.Errorf("a line of %d columns: %q", len([]rune(l)), l)
 		}
 	}
@@ -95,43 +96,6 @@ func unwrap(s string) string {
 		words = append(words, strings.Fields(l)...)
 	}
 	return strings.Join(words, " ")
-}
-
-func TestWrapKeepsEveryWordAndBreaks(t *testing.T) {
-	t.Parallel()
-	text := strings.Repeat("word ", 60) + "\n  indented line\nhttp://" + strings.Repeat("x", 120)
-	got := wrap(text, "    ", 40)
-	for _, l := range strings.Split(strings.TrimRight(got, "\n"), "\n") {
-		if len(l) > 40 && !strings.Contains(l, "http://") {
-			t.Errorf("line over 40 columns: %q", l)
-		}
-		if !strings.HasPrefix(l, "    ") {
-			t.Errorf("line without its indent: %q", l)
-		}
-	}
-	if unwrap(got) != unwrap(text) {
-		t.Errorf("words lost or changed:\n%s", got)
-	}
-	if !strings.Contains(got, "\n      indented line\n") {
-		t.Errorf("a line's own indent is lost:\n%s", got)
-	}
-}
-
-// A long host log tail reads on the console as its first line and last few
-// lines, saying how many are in the report.
-func TestConsoleDetailKeepsTheTail(t *testing.T) {
-	t.Parallel()
-	d := "the host did not start; its last log lines:"
-	for i := 0; i < 20; i++ {
-		d += "\n  log line " + strings.Repeat("x", i)
-	}
-	got := consoleDetail(d)
-	if n := strings.Count(got, "\n") + 1; n != consoleTail+2 {
-		t.Errorf("%d lines, want %d:\n%s", n, consoleTail+2, got)
-	}
-	if !strings.Contains(got, "14 more lines") || !strings.HasSuffix(got, strings.Repeat("x", 19)) {
-		t.Errorf("got:\n%s", got)
-	}
 }
 
 func TestPrintGroupsCountsOneCause(t *testing.T) {
