@@ -271,6 +271,9 @@ func evidenceHost(t target.Target, res *runner.Result, isolate bool) evidence.Ho
 	s := t.Subject()
 	h := evidence.Host{Kind: t.Kind(), Subject: evidence.Subject{Name: s.Name, Digest: s.Digest}, Note: s.Note, Configurations: map[string][]byte{},
 		HostsStarted: res.Hosts, Restarts: res.Restarts, Isolate: isolate}
+	if b, ok := t.(target.StartBounded); ok {
+		h.StartTimeout = b.StartBound()
+	}
 	for _, c := range t.Configurations() {
 		h.Configurations[c.Digest()] = c.JSON()
 	}

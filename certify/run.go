@@ -3,9 +3,11 @@ package certify
 import (
 	"context"
 	"flag"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parley-conformance/parley/evidence"
 	"github.com/parley-conformance/parley/scenarios"
@@ -17,9 +19,10 @@ import (
 type Option func(*options)
 
 type options struct {
-	cfg     Config
-	newTgt  func() (target.Target, error)
-	keyPath string
+	cfg          Config
+	newTgt       func() (target.Target, error)
+	keyPath      string
+	startTimeout time.Duration
 }
 
 // Exec certifies the host a command starts (docs/host-interface.md): it is
@@ -38,6 +41,11 @@ func Container(image string) Option {
 		o.newTgt = func() (target.Target, error) { return target.NewContainer(image) }
 	}
 }
+
+// StartTimeout gives each host d to print its ready line (the exec and
+// container targets; their defaults are 30 s and 60 s). A slower host fails
+// to start, so a host known to start slowly needs more.
+func StartTimeout(d time.Duration) Option { return func(o *options) { o.startTimeout = d } }
 
 // Concurrency runs at most n scenarios at once (0: the runner's default).
 func Concurrency(n int) Option { return func(o *options) { o.cfg.Concurrency = n } }
@@ -79,6 +87,20 @@ func Subject(name, sha256Hex string) Option {
 // Seed fixes the scenario order.
 func Seed(n int64) Option { return func(o *options) { o.cfg.Seed = n } }
 
+// SetStartTimeout gives each host tgt starts d to print its ready line; it
+// is an error for a target that starts no host of its own, and for d <= 0.
+func SetStartTimeout(tgt target.Target, d time.Duration) error {
+	b, ok := tgt.(target.StartBounded)
+	switch {
+	case !ok:
+		return fmt.Errorf("target %s waits for no ready line (a start timeout is for the exec and container targets)", tgt.Kind())
+	case d <= 0:
+		return fmt.Errorf("a start timeout must be positive, not %s", d)
+	}
+	b.SetStartBound(d)
+	return nil
+}
+
 // Run certifies a host from a go test, one subtest per requirement id: a
 // requirement that passes, passes; one that fails, fails with the detail
 // that says what the host sent; a blocked one fails too, unless
@@ -99,6 +121,11 @@ func Run(t *testing.T, opts ...Option) *Outcome {
 		t.Fatalf("certify.Run: %v", err)
 	}
 	defer tgt.Close()
+	if o.startTimeout != 0 {
+		if err := SetStartTimeout(tgt, o.startTimeout); err != nil {
+			t.Fatalf("certify.Run: %v", err)
+		}
+	}
 	o.cfg.Target = tgt
 	if o.keyPath != "" {
 		k, err := evidence.ReadPrivateKey(o.keyPath)

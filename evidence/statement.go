@@ -81,6 +81,10 @@ type TargetInfo struct {
 	Restarts     *int `json:"restarts,omitempty"`
 	// Isolate records a run that gave every scenario a host of its own.
 	Isolate bool `json:"isolate,omitempty"`
+	// StartTimeout is how long each host was given to print its ready
+	// line (a Go duration), for targets that start hosts: a host slower
+	// than it failed to start.
+	StartTimeout string `json:"startTimeout,omitempty"`
 }
 
 // ConfigInfo is one host configuration the run used.
@@ -140,6 +144,9 @@ type Host struct {
 	// when it starts no hosts (a url target).
 	HostsStarted, Restarts int
 	Isolate                bool
+	// StartTimeout bounds a host's start (0: the target starts none, or
+	// in-process).
+	StartTimeout time.Duration
 }
 
 // Build assembles the statement for a finished run.
@@ -163,6 +170,9 @@ func Build(reg *scenarios.Registry, corpus *scenarios.Corpus, run Run, host Host
 	}
 	for k, vs := range run.Facts {
 		p.Facts[k] = append([]string{}, vs...)
+	}
+	if host.StartTimeout > 0 {
+		p.Target.StartTimeout = host.StartTimeout.String()
 	}
 	if host.HostsStarted >= 0 && host.Restarts >= 0 {
 		hs, rs := host.HostsStarted, host.Restarts

@@ -54,6 +54,12 @@ type Container struct {
 	imageID string
 }
 
+// StartBound is how long a container may take to print its ready line.
+func (t *Container) StartBound() time.Duration { return t.StartTimeout }
+
+// SetStartBound sets it (call before the first container starts).
+func (t *Container) SetStartBound(d time.Duration) { t.StartTimeout = d }
+
 // NewContainer returns a container target for an image reference.
 func NewContainer(image string) (*Container, error) {
 	if strings.TrimSpace(image) == "" {
@@ -110,7 +116,11 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, Stopper, erro
 			lines = tailLines(strings.Split(strings.TrimRight(string(all), "\n"), "\n"), 20)
 		}
 		_ = c.Terminate(context.Background())
-		return nil, nil, &StartError{Config: cfg.Digest(), Reason: fmt.Sprintf("the container did not print its ready line: %v", err), Stderr: lines}
+		reason := fmt.Sprintf("the container did not print its ready line: %v", err)
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			reason = "the container " + startTimedOut(t.StartTimeout) + ": " + err.Error()
+		}
+		return nil, nil, &StartError{Config: cfg.Digest(), Reason: reason, Stderr: lines}
 	}
 	stopWith := func(crash bool) error {
 		if crash {

@@ -75,6 +75,12 @@ func NewExec(command string) (*Exec, error) {
 	return t, nil
 }
 
+// StartBound is how long a host may take to print its ready line.
+func (t *Exec) StartBound() time.Duration { return t.StartTimeout }
+
+// SetStartBound sets it (call before the first host starts).
+func (t *Exec) SetStartBound(d time.Duration) { t.StartTimeout = d }
+
 // maxReasonBytes bounds the reason of a declined line that is kept.
 const maxReasonBytes = 2 << 10
 
@@ -219,7 +225,7 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 		return failed(fmt.Sprintf("it exited (%v) before printing its ready line", exitStatus(err)))
 	case <-timer.C:
 		_ = stop()
-		return failed(fmt.Sprintf(`it printed no ready line ({"parley":"ready",...}) within %s`, t.StartTimeout))
+		return failed(startTimedOut(t.StartTimeout))
 	case <-ctx.Done():
 		_ = stop()
 		return nil, nil, ctx.Err()

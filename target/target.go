@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrUnsatisfiable marks a configuration the target cannot take, or a host
@@ -138,6 +139,21 @@ func ParseDigest(s string) (map[string]string, error) {
 		return nil, errors.New("want sha256:<64 hex digits>")
 	}
 	return map[string]string{"sha256": strings.ToLower(hex)}, nil
+}
+
+// StartBounded is a target that starts hosts and waits a bounded time for
+// each to print its ready line (exec, container). A host slower than the
+// bound fails to start, so the bound is the operator's to set, and the
+// bundle records it.
+type StartBounded interface {
+	StartBound() time.Duration
+	SetStartBound(time.Duration)
+}
+
+// startTimedOut is the reason of a host that printed no ready line within
+// the bound, with what to do about a host that is merely slow.
+func startTimedOut(bound time.Duration) string {
+	return fmt.Sprintf(`it printed no ready line ({"parley":"ready",...}) within %s, the start timeout (give a slower host longer with --start-timeout)`, bound)
 }
 
 // Stopper stops a host: gracefully (SIGTERM, a clean close), or as a crash

@@ -59,6 +59,10 @@ func TestExecHostThatNeverSaysReadyTimesOut(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no ready line") {
 		t.Fatalf("want a ready-line timeout, got %v", err)
 	}
+	// It names the bound and what gives a slower host longer.
+	if !strings.Contains(err.Error(), "within 300ms, the start timeout") || !strings.Contains(err.Error(), "--start-timeout") {
+		t.Fatalf("the timeout does not say which bound ran out and how to raise it: %v", err)
+	}
 }
 
 func TestExecHostReceivesItsConfigurationAndIsStopped(t *testing.T) {

@@ -152,3 +152,33 @@ func TestRequirementsFooterExplainsTheCount(t *testing.T) {
 		t.Errorf("no footer:\n%s", got[max(0, len(got)-400):])
 	}
 }
+
+// --start-timeout bounds each host's start: a host that never prints its
+// ready line fails at that bound, the detail names it and how to raise it,
+// and the bundle records it. Only the bound can end this host's start
+// (it never prints and never exits), so no wall-clock margin is involved.
+func TestStartTimeoutBoundsEveryStartAndIsRecorded(t *testing.T) {
+	t.Parallel()
+	out := t.TempDir()
+	got, code := runTo("run", "--target", "exec", "--exec", "sleep 3600 #", "--start-timeout", "150ms", "--tags", slice, "--out", out, "--quiet")
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d:\n%s", code, exitFailed, got)
+	}
+	if w := unwrap(got); !strings.Contains(w, "within 150ms, the start timeout") || !strings.Contains(w, "--start-timeout") {
+		t.Errorf("the summary does not name the bound and how to raise it:\n%s", got)
+	}
+	st := readStatement(t, out)
+	if st.Predicate.Target.StartTimeout != "150ms" {
+		t.Errorf("the bundle records start timeout %q, want 150ms", st.Predicate.Target.StartTimeout)
+	}
+	for _, bad := range [][]string{
+		{"--start-timeout", "0s", "--target", "exec", "--exec", "true"},
+		{"--start-timeout", "-1s", "--target", "exec", "--exec", "true"},
+		{"--start-timeout", "5s"}, // the refhost target starts its hosts in-process
+		{"--start-timeout", "soon", "--target", "exec", "--exec", "true"},
+	} {
+		if got, code := runTo(append([]string{"run", "--quiet", "--tags", slice, "--out", t.TempDir()}, bad...)...); code != exitUsage || !strings.Contains(got, "start-timeout") {
+			t.Errorf("%v: exit %d, want %d naming the flag:\n%s", bad, code, exitUsage, got)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/mattn/go-isatty"
 	"github.com/spf13/cobra"
@@ -52,6 +53,9 @@ type runFlags struct {
 	caFile       string
 	modelSeed    uint64
 	modelBudget  int
+	startTimeout time.Duration
+	// startTimeoutSet: --start-timeout was given (0s included, an error).
+	startTimeoutSet bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -80,6 +84,7 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 			if err := envDefaults(cmd.Flags()); err != nil {
 				return err
 			}
+			f.startTimeoutSet = cmd.Flags().Changed("start-timeout")
 			softHeapLimit()
 			if f.modelBudget < 0 {
 				return usage("--model-budget must be at least 1")
@@ -113,6 +118,7 @@ PARLEY_TARGET=exec); a flag on the command line wins.`,
 	fl.StringVar(&f.hostsFile, "hosts", "", "`HOSTS.json`: each fixture name mapped to the ready line of the host running it (target url, with --fixtures)")
 	fl.StringVar(&f.caFile, "ca", "", "`file` of PEM certificates to trust besides the fixture set's CA (a deployed host's own TLS certificate)")
 	fl.Uint64Var(&f.modelSeed, "model-seed", 0, "seed of the model-based requirements' random sequences (default: random; a failing row prints the seed that replays it)")
+	fl.DurationVar(&f.startTimeout, "start-timeout", 0, "how long each host may take to print its ready line, e.g. 2m (targets exec, default 30s, and container, default 60s); a slower host fails to start")
 	fl.IntVar(&f.modelBudget, "model-budget", 0, fmt.Sprintf("sequences each model-based requirement runs (default %d; raise it for long runs, see docs/models.md)", models.DefaultBudget))
 	return c
 }
@@ -315,6 +321,11 @@ func run(ctx context.Context, f *runFlags, stderr, stdout io.Writer) error {
 		return err
 	}
 	defer tgt.Close()
+	if f.startTimeoutSet {
+		if err := certify.SetStartTimeout(tgt, f.startTimeout); err != nil {
+			return usage("--start-timeout: %v", err)
+		}
+	}
 	cfg.Target, cfg.Fixtures, cfg.Isolate = tgt, set, f.isolate
 	if !f.quiet {
 		cfg.Progress = stderr
