@@ -259,6 +259,8 @@ type state struct {
 	branchSends     []approvedSend    // the approved send each branch of a map presented
 
 	permitTTL   int            // the TTL the next approval asks for, when not the default
+	askedTTL    int            // the TTL the last approval request asked for, in seconds
+	clockSeam   bool           // the host moves its clock through the seam (probed by the Given that says so)
 	sparePermit string         // an approved permit left unused, for the retention sweep to remove
 	sweep       map[string]any // the last retention sweep's answer
 	asked       int            // requests the destination had received when the suite last looked

@@ -391,6 +391,16 @@ func registerRuntime(c *steps.Catalog) {
 		if !cfg.Seams() {
 			return steps.Fault("the scenario moves the host's clock through its seam, and its fixture %s has seams off", cfg.Fixture())
 		}
+		// Reading the clock says whether the host has the seam, for the
+		// steps whose lifetimes depend on it; it changes nothing.
+		s, w := st(ctx), steps.From(ctx)
+		r, ok, err := w.OptionalSeam(ctx, http.MethodGet, seamPath+"/clock", nil, nil)
+		if err != nil {
+			return err
+		}
+		if s.clockSeam = ok; ok {
+			return okAnswer(w, r, "agl/seam-clock.json", "the clock seam answered")
+		}
 		return nil
 	})
 	c.When(`^the host's clock moves (\d+) hours ahead$`, func(ctx context.Context, h int) error {
