@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/parley-conformance/parley/evidence"
+	"github.com/parley-conformance/parley/internal/textwrap"
 	"github.com/parley-conformance/parley/verdict"
 )
 
@@ -78,7 +79,7 @@ func TestDiffPrintsEachCauseWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := b.String()
-	words := strings.Join(strings.Fields(text), " ")
+	words := textwrap.Unwrap(text)
 	for _, want := range []string{"boom-in-the-log", reason} {
 		if !strings.Contains(words, want) {
 			t.Errorf("the diff does not carry %q whole:\n%s", want, text)

@@ -79,7 +79,7 @@ func TestADeclineReasonReachesTheConsoleWhole(t *testing.T) {
 	if code == exitOK {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitFailed, got)
 	}
-	if !strings.Contains(unwrap(got), reason) {
+	if !strings.Contains(textwrap.Unwrap(got), reason) {
 		t.Errorf("the 200-character reason does not reach the console whole:\n%s", got)
 	}
 	for _, l := range strings.Split(got, "\n") {
@@ -87,15 +87,6 @@ func TestADeclineReasonReachesTheConsoleWhole(t *testing.T) {
 			t.Errorf("a line of %d columns: %q", len([]rune(l)), l)
 		}
 	}
-}
-
-// unwrap joins wrapped console lines back into one text.
-func unwrap(s string) string {
-	var words []string
-	for _, l := range strings.Split(s, "\n") {
-		words = append(words, strings.Fields(l)...)
-	}
-	return strings.Join(words, " ")
 }
 
 func TestPrintGroupsCountsOneCause(t *testing.T) {
@@ -164,7 +155,7 @@ func TestStartTimeoutBoundsEveryStartAndIsRecorded(t *testing.T) {
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d:\n%s", code, exitFailed, got)
 	}
-	if w := unwrap(got); !strings.Contains(w, "within 150ms, the start timeout") || !strings.Contains(w, "--start-timeout") {
+	if w := textwrap.Unwrap(got); !strings.Contains(w, "within 150ms, the start timeout") || !strings.Contains(w, "--start-timeout") {
 		t.Errorf("the summary does not name the bound and how to raise it:\n%s", got)
 	}
 	st := readStatement(t, out)

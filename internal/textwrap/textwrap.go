@@ -52,3 +52,7 @@ func Detail(d string) string {
 	out := []string{lines[0], fmt.Sprintf("  … %d more lines (whole in report.html and the bundle) …", skipped)}
 	return strings.Join(append(out, lines[len(lines)-Tail:]...), "\n")
 }
+
+// Unwrap joins wrapped text back into one line of its words: what a reader
+// gets from Wrap's output, for checking that wrapping lost nothing.
+func Unwrap(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -5,15 +5,6 @@ import (
 	"testing"
 )
 
-// unwrap joins wrapped lines back into one text.
-func unwrap(s string) string {
-	var words []string
-	for _, l := range strings.Split(s, "\n") {
-		words = append(words, strings.Fields(l)...)
-	}
-	return strings.Join(words, " ")
-}
-
 func TestWrapKeepsEveryWordAndBreaks(t *testing.T) {
 	t.Parallel()
 	text := strings.Repeat("word ", 60) + "\n  indented line\nhttp://" + strings.Repeat("x", 120)
@@ -26,7 +17,7 @@ func TestWrapKeepsEveryWordAndBreaks(t *testing.T) {
 			t.Errorf("line without its indent: %q", l)
 		}
 	}
-	if unwrap(got) != unwrap(text) {
+	if Unwrap(got) != Unwrap(text) {
 		t.Errorf("words lost or changed:\n%s", got)
 	}
 	if !strings.Contains(got, "\n      indented line\n") {
