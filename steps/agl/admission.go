@@ -308,7 +308,7 @@ func registerAdmission(c *steps.Catalog) {
 		for _, r := range s.results {
 			m, _ := r.JSON()
 			if err := w.Assert(r.Status == 500 && str(m, "error.code") == "persistence_failure" && str(m, "error.detail.effect") == "none" && m != nil,
-				"a dispatch whose claim could not be persisted answered %s", r); err != nil {
+				"a dispatch whose claim could not be persisted: %s", r); err != nil {
 				return err
 			}
 		}

@@ -588,7 +588,7 @@ func registerChecks(c *steps.Catalog) {
 					ok++
 				case r.Status == 409 && (code == "stale_revision" || code == "invalid_protocol_state"):
 				default:
-					return w.Assert(false, "a concurrent proposal (round %d of %d) answered %s", i+1, len(rounds), r)
+					return w.Assert(false, "a concurrent proposal (round %d of %d): %s", i+1, len(rounds), r)
 				}
 			}
 			if err := w.Assert(ok == 1, "%d of %d concurrent proposals of one revision were accepted (round %d of %d)", ok, len(round), i+1, len(rounds)); err != nil {
@@ -615,7 +615,7 @@ func registerChecks(c *steps.Catalog) {
 			want := 0
 			if sent {
 				want = 1
-			} else if err := w.Assert(d.Status == 409, "the losing dispatch (round %d of %d) answered %s", i+1, len(s.race.rounds), d); err != nil {
+			} else if err := w.Assert(d.Status == 409, "the losing dispatch (round %d of %d): %s", i+1, len(s.race.rounds), d); err != nil {
 				return err
 			}
 			if !multi {

@@ -147,7 +147,7 @@ func answerOf(r *steps.Response, m map[string]any) operations.Answer {
 // expect fails the sequence when the answer is outside allowed.
 func (d *opsDriver) expect(kind, what string, r *steps.Response, got operations.Answer, allowed []operations.Answer) {
 	if !operations.Contains(allowed, got) {
-		d.rec.Fail(kind, "%s: answered %s; the model allows %s", what, r, operations.Join(allowed))
+		d.rec.Fail(kind, "%s: %s; the model allows %s", what, r, operations.Join(allowed))
 	}
 	d.rec.Checked()
 }
@@ -180,13 +180,13 @@ func (d *opsDriver) begin(t *rapid.T, budget int) {
 		s.grantBody(s.me.principal, []string{s.sendOp}, []string{s.me.mailbox}, nil, nil))
 	d.grantID, d.grantToken = str(g, "grant_id"), str(g, "grant_token")
 	if r.Status != http.StatusCreated || d.grantID == "" || d.grantToken == "" {
-		d.rec.Fail(opsFailPropose, "issuing the sequence's grant: answered %s, want 201 with its id and token", r)
+		d.rec.Fail(opsFailPropose, "issuing the sequence's grant: %s, want 201 with its id and token", r)
 	}
 	d.w.Secret(d.grantToken)
 	r, sc := d.exchange(t, opsFailPropose, "the budget", http.MethodPost, api+"/scopes", roleOperator,
 		map[string]any{"execution_id": d.exec, "budget": map[string]any{"tool_calls": budget}})
 	if d.scope = str(sc, "scope_id"); r.Status != http.StatusCreated || d.scope == "" {
-		d.rec.Fail(opsFailPropose, "opening the execution's budget: answered %s, want 201 with its scope_id", r)
+		d.rec.Fail(opsFailPropose, "opening the execution's budget: %s, want 201 with its scope_id", r)
 	}
 }
 
@@ -323,7 +323,7 @@ func (d *opsDriver) propose(t *rapid.T) {
 	draft, handle := str(m, "resource_id"), str(m, "handle")
 	if r.Status != http.StatusCreated || draft == "" || handle == "" {
 		d.op(t, "%s: draft %d", what, r.Status)
-		d.rec.Fail(opsFailPropose, "%s: creating its draft answered %s, want 201 with resource_id and handle", what, r)
+		d.rec.Fail(opsFailPropose, "%s: creating its draft: %s, want 201 with resource_id and handle", what, r)
 	}
 	r, p := d.exchange(t, opsFailPropose, what, http.MethodPost, api+"/proposals", roleNone, d.body(handle))
 	got := answerOf(r, p)
@@ -350,7 +350,7 @@ func (d *opsDriver) requestApproval(t *rapid.T, a *opsAction) {
 	}
 	a.request, a.role, a.digest = str(m, "request_id"), str(m, "role"), str(m, "proposal.digest")
 	if a.request == "" || a.role == "" || a.digest == "" {
-		d.rec.Fail(opsFailApproval, "%s: answered %s, want 201 with request_id, role and the proposal's digest", what, r)
+		d.rec.Fail(opsFailApproval, "%s: %s, want 201 with request_id, role and the proposal's digest", what, r)
 	}
 	d.m.RequestApproval(a.Action)
 }
@@ -391,7 +391,7 @@ func (d *opsDriver) dispatch(t *rapid.T, a *opsAction) {
 		d.expect(opsFailDispatch, what, r, got, denials)
 	} else {
 		if r.Status != http.StatusOK || str(m, "state") != state || str(m, "operation_id") != a.operation {
-			d.rec.Fail(opsFailDispatch, "%s: answered %s; the model allows 200 %s for operation %s (the proposal's)", what, r, state, a.operation)
+			d.rec.Fail(opsFailDispatch, "%s: %s; the model allows 200 %s for operation %s (the proposal's)", what, r, state, a.operation)
 		}
 		d.rec.Checked()
 		d.m.Dispatch(a.Action)
@@ -447,7 +447,7 @@ func (d *opsDriver) reconcile(t *rapid.T, a *opsAction, method string) {
 		d.expect(opsFailReconcile, what, r, got, refusal)
 	} else {
 		if r.Status != http.StatusOK || str(m, "state") != state {
-			d.rec.Fail(opsFailReconcile, "%s: answered %s; the model allows 200 %s", what, r, state)
+			d.rec.Fail(opsFailReconcile, "%s: %s; the model allows 200 %s", what, r, state)
 		}
 		d.rec.Checked()
 		d.m.Reconcile(a.Action, method)
@@ -466,7 +466,7 @@ func (d *opsDriver) edit(t *rapid.T, a *opsAction) {
 	d.expect(opsFailEdit, what, r, got, d.m.EditAllowed(a.Action))
 	if r.Status == http.StatusOK {
 		if rev, _ := steps.Lookup(m, "revision"); intOf(rev) != int64(a.Revision+1) {
-			d.rec.Fail(opsFailEdit, "%s: answered %s; the model's next revision is %d", what, r, a.Revision+1)
+			d.rec.Fail(opsFailEdit, "%s: %s; the model's next revision is %d", what, r, a.Revision+1)
 		}
 		d.m.Edit(a.Action)
 	}
@@ -497,10 +497,10 @@ func (d *opsDriver) readPermit(t *rapid.T, a *opsAction) {
 	gotRead := operations.PermitRead{Revoked: m["revoked_at"] != nil, Consumed: m["consumed_at"] != nil}
 	d.op(t, "%s: %d revoked %v, consumed %v", what, r.Status, gotRead.Revoked, gotRead.Consumed)
 	if r.Status != http.StatusOK || str(m, "permit_id") != a.permitID || gotRead != want {
-		d.rec.Fail(opsFailRead, "%s: answered %s; the model says revoked %v, consumed %v", what, r, want.Revoked, want.Consumed)
+		d.rec.Fail(opsFailRead, "%s: %s; the model says revoked %v, consumed %v", what, r, want.Revoked, want.Consumed)
 	}
 	if want.Consumed && str(m, "consumed_by_operation") != a.operation {
-		d.rec.Fail(opsFailRead, "%s: answered %s; the permit was consumed by operation %s", what, r, a.operation)
+		d.rec.Fail(opsFailRead, "%s: %s; the permit was consumed by operation %s", what, r, a.operation)
 	}
 	d.rec.Checked()
 }
@@ -512,7 +512,7 @@ func (d *opsDriver) readOperation(t *rapid.T, a *opsAction) {
 	gotAwaiting, _ := m["awaiting_reconciliation"].(bool)
 	d.op(t, "%s: %d %s", what, r.Status, str(m, "state"))
 	if r.Status != http.StatusOK || str(m, "state") != state || gotAwaiting != awaiting {
-		d.rec.Fail(opsFailRead, "%s: answered %s; the model says %s, awaiting reconciliation %v", what, r, state, awaiting)
+		d.rec.Fail(opsFailRead, "%s: %s; the model says %s, awaiting reconciliation %v", what, r, state, awaiting)
 	}
 	d.rec.Checked()
 }
@@ -523,7 +523,7 @@ func (d *opsDriver) readBudget(t *rapid.T) {
 	used, _ := steps.Lookup(m, "used.tool_calls")
 	d.op(t, "%s: %d used %v", what, r.Status, used)
 	if r.Status != http.StatusOK || intOf(used) != int64(d.m.Used) {
-		d.rec.Fail(opsFailRead, "%s: answered %s; the model has charged %d tool calls (a charge is never refunded)", what, r, d.m.Used)
+		d.rec.Fail(opsFailRead, "%s: %s; the model has charged %d tool calls (a charge is never refunded)", what, r, d.m.Used)
 	}
 	d.rec.Checked()
 }

@@ -439,7 +439,7 @@ func registerRuntime(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(r.Status == http.StatusOK || r.Status == http.StatusNotFound, "reading the spare permit after the sweep answered %s, want 200 (kept) or 404 (removed)", r); err != nil {
+		if err := w.Assert(r.Status == http.StatusOK || r.Status == http.StatusNotFound, "reading the spare permit after the sweep: %s, want 200 (kept) or 404 (removed)", r); err != nil {
 			return err
 		}
 		if r.Status == http.StatusNotFound {

@@ -430,7 +430,7 @@ func (d *contractsDriver) expire(t *rapid.T, what string) contracts.Answer {
 		t.Skip("the host has no clock seam")
 	case r.Status != http.StatusOK:
 		d.rec.Op(t, "%s: %d", what, r.Status)
-		d.rec.Fail(contracts.Expire, "%s: the clock seam answered %s, want 200", what, r)
+		d.rec.Fail(contracts.Expire, "%s: the clock seam: %s, want 200", what, r)
 	}
 	d.seamSeen = true
 	return contracts.Answer{Status: http.StatusOK}

@@ -334,7 +334,7 @@ func (d *crDriver) preflight(t *rapid.T, m *decisions.Model, r decisions.Request
 	if !m.Decides() {
 		d.op(t, "%s: %d", what, resp.Status)
 		if resp.Status != http.StatusServiceUnavailable {
-			d.fail(crFailOutcome, "%s: answered %s, want 503 (a disabled host decides nothing)", what, resp)
+			d.fail(crFailOutcome, "%s: %s, want 503 (a disabled host decides nothing)", what, resp)
 		}
 		d.rec.Checked()
 		return
@@ -342,7 +342,7 @@ func (d *crDriver) preflight(t *rapid.T, m *decisions.Model, r decisions.Request
 	doc, jerr := resp.JSON()
 	if resp.Status != http.StatusOK || jerr != nil {
 		d.op(t, "%s: %d", what, resp.Status)
-		d.fail(crFailOutcome, "%s: answered %s, want a 200 decision", what, resp)
+		d.fail(crFailOutcome, "%s: %s, want a 200 decision", what, resp)
 	}
 	dec := decision{raw: resp.Body, doc: doc}
 	outcome := dec.str("outcome")
@@ -382,14 +382,14 @@ func (d *crDriver) read(t *rapid.T, m *decisions.Model, id string) {
 	d.op(t, "%s: %d", what, resp.Status)
 	if !m.Decides() {
 		if resp.Status != http.StatusServiceUnavailable {
-			d.fail(crFailGet, "%s: answered %s, want 503 (a disabled host reads nothing)", what, resp)
+			d.fail(crFailGet, "%s: %s, want 503 (a disabled host reads nothing)", what, resp)
 		}
 		d.rec.Checked()
 		return
 	}
 	if !known {
 		if resp.Status != http.StatusNotFound {
-			d.fail(crFailGet, "%s: answered %s, want 404", what, resp)
+			d.fail(crFailGet, "%s: %s, want 404", what, resp)
 		}
 		d.rec.Checked()
 		return
@@ -397,7 +397,7 @@ func (d *crDriver) read(t *rapid.T, m *decisions.Model, id string) {
 	x, _ := m.Lookup(id)
 	doc, jerr := resp.JSON()
 	if resp.Status != http.StatusOK || jerr != nil || !reflect.DeepEqual(any(doc), x.Doc) {
-		d.fail(crFailGet, "%s: answered %s, want 200 with the decision POST returned", what, resp)
+		d.fail(crFailGet, "%s: %s, want 200 with the decision POST returned", what, resp)
 	}
 	d.rec.Checked()
 }
@@ -430,12 +430,12 @@ func (d *crDriver) call(t *rapid.T, m *decisions.Model, kind, id string) {
 	d.op(t, "%s: %d", what, resp.Status)
 	want := m.Call(id, kind)
 	if resp.Status != want.Status {
-		d.fail(crFailTool, "%s: answered %s, want %d (%s)", what, resp, want.Status, want.Why)
+		d.fail(crFailTool, "%s: %s, want %d (%s)", what, resp, want.Status, want.Why)
 	}
 	switch kind {
 	case "tool.echo":
 		if want.Runs && !strings.Contains(string(resp.Body), marker) {
-			d.fail(crFailTool, "%s: answered %s, which does not carry the call's text (%s, so tool.echo runs)", what, resp, want.Why)
+			d.fail(crFailTool, "%s: %s, which does not carry the call's text (%s, so tool.echo runs)", what, resp, want.Why)
 		}
 	case "tool.deliver":
 		// The host answers a delivery that runs once the destination took

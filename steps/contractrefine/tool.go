@@ -185,7 +185,7 @@ func registerTool(c *steps.Catalog) {
 		if err != nil {
 			return err
 		}
-		if err := w.Assert(len(got) == 1, "the destination received %d deliveries of the call's params, want exactly one (the host answered %s)", len(got), call.resp); err != nil {
+		if err := w.Assert(len(got) == 1, "the destination received %d deliveries of the call's params, want exactly one (the host: %s)", len(got), call.resp); err != nil {
 			return err
 		}
 		var params map[string]any
