@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/parley-conformance/parley/internal/textwrap"
+	"github.com/parley-conformance/parley/scenarios"
 	"github.com/parley-conformance/parley/verdict"
 )
 
@@ -52,6 +53,38 @@ func idList(rows []verdict.Row, budget int) string {
 		s += r.ID
 	}
 	return s
+}
+
+// exchangeToShow picks the failing row whose exchange the summary prints
+// whole: a failing root cause first (fixing it unblocks others), then a
+// hand-written scenario's (one exchange that shows the rule), then a model
+// row's (an exchange deep in a random sequence); among equals, the first by
+// id.
+func exchangeToShow(rows []verdict.Row, roots []verdict.Root, reg *scenarios.Registry) *verdict.Row {
+	root := map[string]bool{}
+	for _, r := range roots {
+		root[r.ID] = true
+	}
+	var best *verdict.Row
+	bestRank := 3
+	for i := range rows {
+		r := &rows[i]
+		e, _ := reg.Lookup(r.ID)
+		if r.Result != verdict.ExecutedFail || !e.Scored() || r.Exchange == nil {
+			continue
+		}
+		rank := 2
+		switch {
+		case root[r.ID]:
+			rank = 0
+		case e.Witness != scenarios.WitnessModel:
+			rank = 1
+		}
+		if rank < bestRank {
+			best, bestRank = r, rank
+		}
+	}
+	return best
 }
 
 // printExchange prints an exchange whole (bodies as the bundle keeps them),

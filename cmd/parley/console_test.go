@@ -173,3 +173,34 @@ func TestStartTimeoutBoundsEveryStartAndIsRecorded(t *testing.T) {
 		}
 	}
 }
+
+// The exchange printed whole is a failing root cause's, else a hand-written
+// scenario's before a model row's: the one that shows the rule plainest.
+func TestTheExchangeShownIsTheRootsThenAHandWrittenOnes(t *testing.T) {
+	t.Parallel()
+	reg, err := scenarios.LoadRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := &verdict.Exchange{Method: "POST", Target: "/v1/tool", Status: 200}
+	rows := []verdict.Row{
+		{ID: "contractrefine.model.decisions", Result: verdict.ExecutedFail, Exchange: x},
+		{ID: "contractrefine.tool.binding-expires", Result: verdict.ExecutedFail, Exchange: x},
+		{ID: "contractrefine.tool.enforce-mismatch-denied", Result: verdict.ExecutedFail, Exchange: x},
+	}
+	for _, r := range rows {
+		if _, ok := reg.Lookup(r.ID); !ok {
+			t.Fatalf("%s is not in the registry", r.ID)
+		}
+	}
+	if got := exchangeToShow(rows, nil, reg); got == nil || got.ID != "contractrefine.tool.binding-expires" {
+		t.Errorf("without roots: got %v, want the first hand-written row", got)
+	}
+	roots := []verdict.Root{{ID: "contractrefine.tool.enforce-mismatch-denied", Result: verdict.ExecutedFail, Blocks: []string{"x"}}}
+	if got := exchangeToShow(rows, roots, reg); got == nil || got.ID != "contractrefine.tool.enforce-mismatch-denied" {
+		t.Errorf("with a failing root: got %v, want the root", got)
+	}
+	if got := exchangeToShow(rows[:1], nil, reg); got == nil || got.ID != "contractrefine.model.decisions" {
+		t.Errorf("a model row alone: got %v, want it", got)
+	}
+}

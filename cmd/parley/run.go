@@ -372,25 +372,22 @@ func summarize(w io.Writer, o *certify.Outcome, allowBlocked bool) error {
 	} else {
 		fmt.Fprintf(w, "  subject: %s %s\n", s.Name, digestList(s.Digest))
 	}
-	if roots := verdict.RootCauses(st.Predicate.Requirements); len(roots) > 0 {
+	roots := verdict.RootCauses(st.Predicate.Requirements)
+	if len(roots) > 0 {
 		fmt.Fprintln(w, "  root causes (fix these first; the requirements they block follow):")
 		for _, r := range roots {
 			fmt.Fprintf(w, "  ROOT     %s\n", r)
 		}
 	}
 	var notPassing []verdict.Row
-	var first *verdict.Row
 	for _, r := range st.Predicate.Requirements {
 		e, _ := o.Registry.Lookup(r.ID)
 		if (r.Result == verdict.ExecutedFail && e.Scored()) || r.Result == verdict.Blocked {
 			notPassing = append(notPassing, r)
 		}
-		if first == nil && r.Result == verdict.ExecutedFail && e.Scored() && r.Exchange != nil {
-			first = &r
-		}
 	}
 	printGroups(w, notPassing)
-	if first != nil {
+	if first := exchangeToShow(st.Predicate.Requirements, roots, o.Registry); first != nil {
 		printExchange(w, first.ID, first.Exchange)
 	}
 	for _, p := range o.Written {
