@@ -146,6 +146,17 @@ func Start(opts Options) (*Host, error) {
 		log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	h := &Host{}
+	// A start that fails closes what it opened and removes the temporary
+	// directory it made, whatever step it failed at.
+	started := false
+	defer func() {
+		if !started {
+			_ = h.closeFamilies()
+			if h.tmpDir != "" {
+				_ = os.RemoveAll(h.tmpDir)
+			}
+		}
+	}()
 	dataDir := opts.DataDir
 	if dataDir == "" {
 		d, err := os.MkdirTemp("", "parley-refhost-*")
@@ -171,17 +182,14 @@ func Start(opts Options) (*Host, error) {
 	for _, name := range names {
 		spec, ok := specs[name]
 		if !ok {
-			h.closeFamilies()
 			return nil, fmt.Errorf("refhost: unknown family %q in configuration (known: %s)", name, strings.Join(known, ", "))
 		}
 		dir := filepath.Join(dataDir, name)
 		if err := os.MkdirAll(dir, 0o700); err != nil {
-			h.closeFamilies()
 			return nil, err
 		}
 		f, err := spec.open(doc[name], hostenv.Env{DataDir: dir, Logger: log.With("family", name)})
 		if err != nil {
-			h.closeFamilies()
 			return nil, fmt.Errorf("refhost: %s: %w", name, err)
 		}
 		h.families = append(h.families, f)
@@ -202,11 +210,9 @@ func Start(opts Options) (*Host, error) {
 			continue
 		}
 		if h.AGTPAddr != "" {
-			h.closeFamilies()
 			return nil, errors.New("refhost: more than one family serves AGTP")
 		}
 		if err := h.listenAGTP(af, opts.AGTPListen, opts.AGTPPlaintextListen, log); err != nil {
-			h.closeFamilies()
 			return nil, err
 		}
 	}
@@ -221,7 +227,6 @@ func Start(opts Options) (*Host, error) {
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		h.closeFamilies()
 		return nil, err
 	}
 	h.URL = "http://" + ln.Addr().String()
@@ -238,6 +243,7 @@ func Start(opts Options) (*Host, error) {
 			log.Error("http listener stopped", "err", err)
 		}
 	}()
+	started = true
 	log.Info("refhost listening", "url", h.URL, "agtp", h.AGTPAddr, "agtp_tls", h.AGTPTLS, "agtp_plaintext", h.AGTPPlaintextAddr, "families", strings.Join(names, ","), "seams", seams, "fixture", fixture)
 	return h, nil
 }

@@ -51,6 +51,13 @@ PARLEY_DATA); a flag on the command line wins.`,
 			if err := schemas.ValidateJSON("host-config.json", cfg.JSON()); err != nil {
 				return usage("%s does not satisfy schemas/host-config.json: %v", args[0], err)
 			}
+			// Listen for SIGTERM before starting: a stop that comes while
+			// the host starts (a run cancelled then) must still close it
+			// and remove the state it made, and one that comes right after
+			// the ready line must close it cleanly.
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			defer signal.Stop(sig)
 			h, err := refhost.Start(refhost.Options{
 				Config:     b,
 				DataDir:    data,
@@ -67,10 +74,12 @@ PARLEY_DATA); a flag on the command line wins.`,
 			if s := target.NewRefhost().Subject(); s.Declared() {
 				line.Subject = &target.ReadySubject{Name: s.Name, Digest: map[string]string{"sha256": s.Digest["sha256"]}}
 			}
-			// Listen for SIGTERM before saying ready: a stop that comes right
-			// after the ready line must still close the host cleanly.
-			sig := make(chan os.Signal, 1)
-			signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+			select {
+			case <-sig:
+				// Stopped while starting: no ready line.
+				return h.Close()
+			default:
+			}
 			ready, _ := json.Marshal(line)
 			fmt.Fprintln(cmd.OutOrStdout(), string(ready))
 			<-sig
