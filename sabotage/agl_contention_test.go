@@ -162,16 +162,33 @@ func TestContentionWithoutSeams(t *testing.T) {
 		if rule.ID == "" {
 			t.Fatalf("no rule %s#check-then-act", id)
 		}
-		res := run(withoutSeams(rule), "@req:"+id)
-		for _, r := range res.Rows {
-			if r.ID == id && r.Result != verdict.ExecutedFail {
-				t.Errorf("the host without an atomic guard and without seams: %s is %s, want executed-fail", id, r.Result)
+		// The emulated host lets a second claim through only where two
+		// contenders really overlapped inside the claim (the reference host
+		// refused one at step 7), and without a barrier whether 24 rounds
+		// overlap at all is up to the scheduler: on a machine busy enough,
+		// one run's rounds may never meet. A run that caught nothing is
+		// made again, up to attemptsWithoutSeams in all.
+		var caught bool
+		var got string
+		for attempt := 1; attempt <= attemptsWithoutSeams && !caught; attempt++ {
+			res := run(withoutSeams(rule), "@req:"+id)
+			for _, r := range res.Rows {
+				if r.ID == id {
+					got, caught = r.Result, r.Result == verdict.ExecutedFail
+				}
+			}
+			for _, s := range res.Scenarios {
+				if s.Result == verdict.ExecutedFail {
+					t.Logf("%s without seams, run %d: %s:%d fails: %s", rule.Key(), attempt, s.URI, s.Line, s.Detail)
+				}
 			}
 		}
-		for _, s := range res.Scenarios {
-			if s.Result == verdict.ExecutedFail {
-				t.Logf("%s without seams: %s:%d fails: %s", rule.Key(), s.URI, s.Line, s.Detail)
-			}
+		if !caught {
+			t.Errorf("the host without an atomic guard and without seams: %s is %s in %d runs of real contention, want executed-fail", id, got, attemptsWithoutSeams)
 		}
 	}
 }
+
+// attemptsWithoutSeams bounds the runs of real contention a host without an
+// atomic guard is given to be caught in (TestContentionWithoutSeams).
+const attemptsWithoutSeams = 8
