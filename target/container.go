@@ -116,11 +116,12 @@ func (t *Container) start(ctx context.Context, cfg Config) (*Host, Stopper, erro
 			lines = tailLines(strings.Split(strings.TrimRight(string(all), "\n"), "\n"), 20)
 		}
 		_ = c.Terminate(context.Background())
-		reason := fmt.Sprintf("the container did not print its ready line: %v", err)
+		se := &StartError{Config: cfg.Digest(), Reason: fmt.Sprintf("the container did not print its ready line: %v", err), Stderr: lines}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			reason = "the container " + startTimedOut(t.StartTimeout) + ": " + err.Error()
+			se.TimedOut = t.StartTimeout
+			se.Reason = fmt.Sprintf("the container printed no ready line within %s, the start timeout: %v", t.StartTimeout, err)
 		}
-		return nil, nil, &StartError{Config: cfg.Digest(), Reason: reason, Stderr: lines}
+		return nil, nil, se
 	}
 	stopWith := func(crash bool) error {
 		if crash {

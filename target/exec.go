@@ -225,7 +225,8 @@ func (t *Exec) start(ctx context.Context, cfg Config) (*Host, Stopper, error) {
 		return failed(fmt.Sprintf("it exited (%v) before printing its ready line", exitStatus(err)))
 	case <-timer.C:
 		_ = stop()
-		return failed(startTimedOut(t.StartTimeout))
+		return nil, nil, &StartError{Config: cfg.Digest(), TimedOut: t.StartTimeout, Stderr: tailLines(logs.snapshot(), 20),
+			Reason: fmt.Sprintf(`it printed no ready line ({"parley":"ready",...}) within %s, the start timeout`, t.StartTimeout)}
 	case <-ctx.Done():
 		_ = stop()
 		return nil, nil, ctx.Err()

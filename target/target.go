@@ -27,10 +27,17 @@ type StartError struct {
 	Reason string
 	// Stderr is the last lines the host wrote, when the target saw them.
 	Stderr []string
+	// TimedOut is the start timeout that ran out, when the host printed no
+	// ready line within it (0 when it failed otherwise): a host that is
+	// merely slow is given longer with --start-timeout.
+	TimedOut time.Duration
 }
 
 func (e *StartError) Error() string {
 	msg := "the host did not start with this configuration: " + e.Reason
+	if e.TimedOut > 0 {
+		msg += " (give a slower host longer with --start-timeout)"
+	}
 	if len(e.Stderr) > 0 {
 		msg += "; its last log lines:\n  " + strings.Join(e.Stderr, "\n  ")
 	}
@@ -148,12 +155,6 @@ func ParseDigest(s string) (map[string]string, error) {
 type StartBounded interface {
 	StartBound() time.Duration
 	SetStartBound(time.Duration)
-}
-
-// startTimedOut is the reason of a host that printed no ready line within
-// the bound, with what to do about a host that is merely slow.
-func startTimedOut(bound time.Duration) string {
-	return fmt.Sprintf(`it printed no ready line ({"parley":"ready",...}) within %s, the start timeout (give a slower host longer with --start-timeout)`, bound)
 }
 
 // Stopper stops a host: gracefully (SIGTERM, a clean close), or as a crash
