@@ -22,7 +22,7 @@ type options struct {
 	cfg          Config
 	newTgt       func() (target.Target, error)
 	keyPath      string
-	startTimeout time.Duration
+	startTimeout *time.Duration // set by StartTimeout; 0 or less is an error
 }
 
 // Exec certifies the host a command starts (docs/host-interface.md): it is
@@ -45,7 +45,7 @@ func Container(image string) Option {
 // StartTimeout gives each host d to print its ready line (the exec and
 // container targets; their defaults are 30 s and 60 s). A slower host fails
 // to start, so a host known to start slowly needs more.
-func StartTimeout(d time.Duration) Option { return func(o *options) { o.startTimeout = d } }
+func StartTimeout(d time.Duration) Option { return func(o *options) { o.startTimeout = &d } }
 
 // Concurrency runs at most n scenarios at once (0: the runner's default).
 func Concurrency(n int) Option { return func(o *options) { o.cfg.Concurrency = n } }
@@ -121,8 +121,8 @@ func Run(t *testing.T, opts ...Option) *Outcome {
 		t.Fatalf("certify.Run: %v", err)
 	}
 	defer tgt.Close()
-	if o.startTimeout != 0 {
-		if err := SetStartTimeout(tgt, o.startTimeout); err != nil {
+	if o.startTimeout != nil {
+		if err := SetStartTimeout(tgt, *o.startTimeout); err != nil {
 			t.Fatalf("certify.Run: %v", err)
 		}
 	}
